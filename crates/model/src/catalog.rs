@@ -1,0 +1,354 @@
+//! Instance types with offerings, and the shared catalog file format.
+
+use crate::labels;
+use crate::requirements::Requirements;
+use crate::resources::{self, MIB, Resources};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// Where and how an instance type can be bought.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Offering {
+    pub zone: String,
+    pub capacity_type: String,
+    pub price: f64,
+    pub available: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceType {
+    pub name: String,
+    /// The labels a node of this type carries, as `In [value]` requirements (zone and
+    /// capacity type are per offering and not included).
+    pub requirements: Requirements,
+    pub labels: BTreeMap<String, String>,
+    pub capacity: Resources,
+    /// What pods may use: capacity minus system overhead.
+    pub allocatable: Resources,
+    pub offerings: Vec<Offering>,
+}
+
+impl InstanceType {
+    /// The cheapest available offering that `reqs` allow (zone and capacity type).
+    pub fn cheapest_offering(&self, reqs: &Requirements) -> Option<&Offering> {
+        self.offerings
+            .iter()
+            .filter(|o| o.available && offering_allowed(o, reqs))
+            .min_by(|a, b| a.price.total_cmp(&b.price).then_with(|| a.zone.cmp(&b.zone)))
+    }
+
+    pub fn has_offering(&self, reqs: &Requirements) -> bool {
+        self.offerings.iter().any(|o| o.available && offering_allowed(o, reqs))
+    }
+}
+
+pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
+    reqs.allows(labels::ZONE, &o.zone) && reqs.allows(labels::CAPACITY_TYPE, &o.capacity_type)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+}
+
+/// The shared catalog file: `{"meta": {...}, "instance_types": [...]}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogFile {
+    #[serde(default)]
+    pub meta: Option<serde_json::Value>,
+    pub instance_types: Vec<CatalogEntry>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogEntry {
+    pub name: String,
+    #[serde(default)]
+    pub family: Option<String>,
+    #[serde(default)]
+    pub category: Option<String>,
+    #[serde(default)]
+    pub generation: Option<i64>,
+    #[serde(default)]
+    pub size: Option<String>,
+    pub arch: String,
+    pub vcpu: i64,
+    pub memory_mib: i64,
+    #[serde(default)]
+    pub cpu_manufacturer: Option<String>,
+    #[serde(default)]
+    pub hypervisor: Option<String>,
+    #[serde(default)]
+    pub gpu_count: i64,
+    #[serde(default)]
+    pub gpu_name: Option<String>,
+    #[serde(default)]
+    pub gpu_memory_mib: Option<i64>,
+    #[serde(default)]
+    pub accelerator_count: i64,
+    #[serde(default)]
+    pub accelerator_name: Option<String>,
+    #[serde(default)]
+    pub local_nvme_gib: Option<i64>,
+    #[serde(default)]
+    pub network_bandwidth_mbps: Option<i64>,
+    #[serde(default)]
+    pub karpenter_allocatable_cpu_millicores: Option<i64>,
+    #[serde(default)]
+    pub karpenter_allocatable_memory_mib: Option<f64>,
+    pub max_pods: i64,
+    #[serde(default)]
+    pub eni_max_interfaces: Option<i64>,
+    #[serde(default)]
+    pub eni_ipv4_per_interface: Option<i64>,
+    #[serde(default)]
+    pub eni_branch_interfaces: Option<i64>,
+    #[serde(default)]
+    pub eni_max_pods_formula: Option<i64>,
+    #[serde(default)]
+    pub on_demand_price_usd_per_hour: Option<f64>,
+    #[serde(default)]
+    pub offerings: Option<Vec<CatalogOffering>>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogOffering {
+    pub zone: String,
+    pub capacity_type: String,
+    pub price_usd_per_hour: f64,
+    #[serde(default = "yes")]
+    pub available: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A loaded catalog.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    pub region: String,
+    pub instance_types: Vec<InstanceType>,
+}
+
+impl Catalog {
+    /// Builds instance types from a parsed catalog file. `field` paths in errors are relative
+    /// to the file (`instance_types[3].offerings[0].capacity_type`).
+    pub fn from_file(file: CatalogFile) -> Result<Catalog, CatalogError> {
+        let region = file
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("region"))
+            .and_then(|r| r.as_str())
+            .unwrap_or("us-east-1")
+            .to_string();
+        let mut types = Vec::with_capacity(file.instance_types.len());
+        for (i, e) in file.instance_types.into_iter().enumerate() {
+            types.push(instance_type(&region, e).map_err(|(field, message)| CatalogError::Field {
+                field: format!("instance_types[{i}].{field}"),
+                message,
+            })?);
+        }
+        Ok(Catalog {
+            region,
+            instance_types: types,
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&InstanceType> {
+        self.instance_types.iter().find(|t| t.name == name)
+    }
+}
+
+fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String, String)> {
+    if e.vcpu <= 0 {
+        return Err(("vcpu".into(), format!("must be positive, got {}", e.vcpu)));
+    }
+    if e.memory_mib <= 0 {
+        return Err(("memory_mib".into(), format!("must be positive, got {}", e.memory_mib)));
+    }
+    let mut capacity = Resources {
+        cpu: e.vcpu * 1000,
+        memory: e.memory_mib * MIB,
+        pods: e.max_pods,
+        ..Default::default()
+    };
+    let gpu_resource = match e.gpu_name.as_deref() {
+        Some("radeon-pro-v520") => resources::AMD_GPU,
+        _ => resources::NVIDIA_GPU,
+    };
+    if e.gpu_count > 0 {
+        capacity.set(gpu_resource, e.gpu_count);
+    }
+    let neuron = e
+        .accelerator_name
+        .as_deref()
+        .is_some_and(|n| n.starts_with("inferentia") || n.starts_with("trainium"));
+    if neuron && e.accelerator_count > 0 {
+        capacity.set(resources::NEURON, e.accelerator_count);
+    }
+    let mut allocatable = capacity.clone();
+    if let Some(c) = e.karpenter_allocatable_cpu_millicores {
+        allocatable.cpu = c;
+    }
+    if let Some(m) = e.karpenter_allocatable_memory_mib {
+        allocatable.memory = (m * MIB as f64).floor() as i64;
+    }
+
+    let mut l = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        l.insert(k.to_string(), v);
+    };
+    put(labels::INSTANCE_TYPE, e.name.clone());
+    put(labels::ARCH, e.arch.clone());
+    put(labels::OS, "linux".into());
+    put(labels::REGION, region.to_string());
+    put(labels::INSTANCE_CPU, e.vcpu.to_string());
+    put(labels::INSTANCE_MEMORY, e.memory_mib.to_string());
+    put(labels::INSTANCE_GPU_COUNT, e.gpu_count.to_string());
+    let (family, size) = match e.name.split_once('.') {
+        Some((f, s)) => (f.to_string(), s.to_string()),
+        None => (e.name.clone(), String::new()),
+    };
+    let family = e.family.clone().unwrap_or(family);
+    put(labels::INSTANCE_FAMILY, family.clone());
+    put(labels::INSTANCE_SIZE, e.size.clone().unwrap_or(size));
+    let category = e
+        .category
+        .clone()
+        .unwrap_or_else(|| family.chars().take_while(|c| c.is_ascii_alphabetic()).collect());
+    put(labels::INSTANCE_CATEGORY, category);
+    if let Some(g) = e.generation {
+        put(labels::INSTANCE_GENERATION, g.to_string());
+    }
+    if let Some(n) = &e.gpu_name {
+        put(labels::INSTANCE_GPU_NAME, n.clone());
+    }
+    if let Some(m) = e.gpu_memory_mib {
+        put(labels::INSTANCE_GPU_MEMORY, m.to_string());
+    }
+    if let Some(m) = &e.cpu_manufacturer {
+        put(labels::INSTANCE_CPU_MANUFACTURER, m.clone());
+    }
+    if let Some(h) = &e.hypervisor {
+        put(labels::INSTANCE_HYPERVISOR, h.clone());
+    }
+    if let Some(b) = e.network_bandwidth_mbps {
+        put(labels::INSTANCE_NETWORK_BANDWIDTH, b.to_string());
+    }
+    if let Some(n) = e.local_nvme_gib {
+        put(labels::INSTANCE_LOCAL_NVME, n.to_string());
+    }
+    if let Some(a) = &e.accelerator_name {
+        put(labels::INSTANCE_ACCELERATOR_NAME, a.clone());
+        put(labels::INSTANCE_ACCELERATOR_COUNT, e.accelerator_count.to_string());
+    }
+
+    let offerings = match e.offerings {
+        Some(list) => {
+            let mut out = Vec::with_capacity(list.len());
+            for (j, o) in list.into_iter().enumerate() {
+                if o.capacity_type != labels::CAPACITY_SPOT && o.capacity_type != labels::CAPACITY_ON_DEMAND {
+                    return Err((
+                        format!("offerings[{j}].capacity_type"),
+                        format!("must be \"spot\" or \"on-demand\", got {:?}", o.capacity_type),
+                    ));
+                }
+                if !(o.price_usd_per_hour.is_finite() && o.price_usd_per_hour >= 0.0) {
+                    return Err((format!("offerings[{j}].price_usd_per_hour"), "must be a non-negative number".into()));
+                }
+                out.push(Offering {
+                    zone: o.zone,
+                    capacity_type: o.capacity_type,
+                    price: o.price_usd_per_hour,
+                    available: o.available,
+                });
+            }
+            out
+        }
+        // No offerings listed: on-demand in three zones at the listed price; no spot. A type
+        // without a price cannot be launched.
+        None => match e.on_demand_price_usd_per_hour {
+            Some(p) => ["a", "b", "c"]
+                .iter()
+                .map(|z| Offering {
+                    zone: format!("{region}{z}"),
+                    capacity_type: labels::CAPACITY_ON_DEMAND.into(),
+                    price: p,
+                    available: true,
+                })
+                .collect(),
+            None => Vec::new(),
+        },
+    };
+    Ok(InstanceType {
+        name: e.name,
+        requirements: Requirements::from_labels(&l),
+        labels: l,
+        capacity,
+        allocatable,
+        offerings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(json: &str) -> Result<Catalog, CatalogError> {
+        Catalog::from_file(serde_json::from_str(json).unwrap())
+    }
+
+    #[test]
+    fn a_type_without_offerings_is_on_demand_in_three_zones() {
+        let c = load(r#"{"meta":{"region":"us-west-2"},"instance_types":[{"name":"m7i.large","arch":"amd64","vcpu":2,"memory_mib":8192,"max_pods":29,"karpenter_allocatable_cpu_millicores":1930,"karpenter_allocatable_memory_mib":7134.5,"on_demand_price_usd_per_hour":0.1008}]}"#).unwrap();
+        let t = &c.instance_types[0];
+        assert_eq!(t.offerings.len(), 3);
+        assert_eq!(t.offerings[0].zone, "us-west-2a");
+        assert!(t.offerings.iter().all(|o| o.capacity_type == "on-demand" && o.price == 0.1008));
+        assert_eq!(t.allocatable.cpu, 1930);
+        assert_eq!(t.allocatable.pods, 29);
+        assert_eq!(t.labels[labels::INSTANCE_FAMILY], "m7i");
+        assert_eq!(t.labels[labels::INSTANCE_SIZE], "large");
+        assert_eq!(t.labels[labels::INSTANCE_CATEGORY], "m");
+    }
+
+    #[test]
+    fn gpus_are_named_by_vendor() {
+        let c = load(r#"{"instance_types":[
+            {"name":"g5.xlarge","arch":"amd64","vcpu":4,"memory_mib":16384,"max_pods":58,"gpu_count":1,"gpu_name":"a10g","on_demand_price_usd_per_hour":1.0},
+            {"name":"g4ad.xlarge","arch":"amd64","vcpu":4,"memory_mib":16384,"max_pods":8,"gpu_count":1,"gpu_name":"radeon-pro-v520","on_demand_price_usd_per_hour":0.4},
+            {"name":"inf2.xlarge","arch":"amd64","vcpu":4,"memory_mib":16384,"max_pods":58,"accelerator_count":1,"accelerator_name":"inferentia2","on_demand_price_usd_per_hour":0.7}]}"#).unwrap();
+        assert_eq!(c.instance_types[0].allocatable.get("nvidia.com/gpu"), 1);
+        assert_eq!(c.instance_types[1].allocatable.get("amd.com/gpu"), 1);
+        assert_eq!(c.instance_types[1].allocatable.get("nvidia.com/gpu"), 0);
+        assert_eq!(c.instance_types[2].allocatable.get("aws.amazon.com/neuron"), 1);
+    }
+
+    #[test]
+    fn a_type_without_a_price_is_not_launchable() {
+        let c = load(r#"{"instance_types":[{"name":"x.large","arch":"amd64","vcpu":2,"memory_mib":4096,"max_pods":10,"on_demand_price_usd_per_hour":null}]}"#).unwrap();
+        assert!(c.instance_types[0].offerings.is_empty());
+    }
+
+    #[test]
+    fn a_bad_offering_names_its_field() {
+        let err = load(r#"{"instance_types":[{"name":"x.large","arch":"amd64","vcpu":2,"memory_mib":4096,"max_pods":10,"offerings":[{"zone":"a","capacity_type":"reserved","price_usd_per_hour":1}]}]}"#).unwrap_err();
+        assert_eq!(err.to_string(), "instance_types[0].offerings[0].capacity_type: must be \"spot\" or \"on-demand\", got \"reserved\"");
+    }
+
+    #[test]
+    fn the_shared_catalog_loads() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/aws-instance-types-us-east-1.json");
+        let Ok(text) = std::fs::read_to_string(path) else {
+            // The shared folder sits beside the checkout; CI always has it.
+            panic!("missing {path}");
+        };
+        let c = Catalog::from_file(serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(c.instance_types.len(), 1363);
+        assert_eq!(c.instance_types.iter().filter(|t| !t.offerings.is_empty()).count(), 1345);
+    }
+}

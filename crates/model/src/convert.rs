@@ -1,0 +1,577 @@
+//! Conversion from k8s-openapi objects to capstan's compact forms, at the edge. Every error
+//! names the field; features capstan does not model are reported as warnings, never dropped
+//! silently.
+
+use crate::error::FieldError;
+use crate::labels::{self, normalize_key};
+use crate::pod::{
+    ContainerRequests, HostPort, InclusionPolicy, Namespaces, Pod, PodAffinityTerm, PodPhase, TopologySpread, Weighted,
+    WhenUnsatisfiable, effective_requests,
+};
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::Resources;
+use crate::selector::{LabelSelector, SelectorOp, SelectorRequirement};
+use crate::taints::{Effect, Taint, Toleration, TolerationOperator};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use std::collections::BTreeMap;
+
+/// capstan's compact form of a Node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Node {
+    pub name: String,
+    /// Label keys normalized (Karpenter spellings become `capstan.dev/`).
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    pub capacity: Resources,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    pub ready: bool,
+    pub provider_id: Option<String>,
+    /// RFC 3339.
+    pub created: Option<String>,
+}
+
+fn resource_list(map: &BTreeMap<String, K8sQuantity>, field: &str) -> Result<Resources, FieldError> {
+    let mut r = Resources::new();
+    for (k, v) in map {
+        r.set_str(k, &v.0).map_err(|e| FieldError::new(format!("{field}.{k}"), e.to_string()))?;
+    }
+    Ok(r)
+}
+
+fn container_requests(c: &core::Container, field: &str) -> Result<Resources, FieldError> {
+    let Some(res) = &c.resources else {
+        return Ok(Resources::new());
+    };
+    let mut requests = match &res.requests {
+        Some(r) => resource_list(r, &format!("{field}.resources.requests"))?,
+        None => Resources::new(),
+    };
+    // The API server defaults a missing request to the limit.
+    if let Some(limits) = &res.limits {
+        for (k, v) in limits {
+            if res.requests.as_ref().is_none_or(|r| !r.contains_key(k)) {
+                requests
+                    .set_str(k, &v.0)
+                    .map_err(|e| FieldError::new(format!("{field}.resources.limits.{k}"), e.to_string()))?;
+            }
+        }
+    }
+    Ok(requests)
+}
+
+fn host_ports(c: &core::Container, out: &mut Vec<HostPort>) {
+    for p in c.ports.iter().flatten() {
+        if let Some(hp) = p.host_port.filter(|p| *p > 0) {
+            out.push(HostPort {
+                port: hp,
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                ip: p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "0.0.0.0".into()),
+            });
+        }
+    }
+}
+
+/// Node-selector requirements (`matchExpressions`) with keys normalized.
+pub fn node_selector_requirements(exprs: &[core::NodeSelectorRequirement], field: &str) -> Result<Requirements, FieldError> {
+    let mut out = Requirements::new();
+    for (i, e) in exprs.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        let op = Operator::parse(&e.operator)
+            .ok_or_else(|| FieldError::new(format!("{f}.operator"), format!("unknown operator {:?}", e.operator)))?;
+        let values = e.values.clone().unwrap_or_default();
+        let r = Requirement::new(normalize_key(&e.key).into_owned(), op, &values)
+            .map_err(|err| FieldError::new(format!("{f}.values"), err.to_string()))?;
+        out.add(r);
+    }
+    Ok(out)
+}
+
+fn node_selector_term(t: &core::NodeSelectorTerm, field: &str, warnings: &mut Vec<String>) -> Result<Requirements, FieldError> {
+    if t.match_fields.as_ref().is_some_and(|m| !m.is_empty()) {
+        warnings.push(format!("{field}.matchFields: not supported by the scheduling simulation; ignored"));
+    }
+    node_selector_requirements(t.match_expressions.as_deref().unwrap_or_default(), &format!("{field}.matchExpressions"))
+}
+
+pub fn label_selector(s: &meta::LabelSelector, field: &str) -> Result<LabelSelector, FieldError> {
+    let mut reqs = Vec::new();
+    for (k, v) in s.match_labels.iter().flatten() {
+        reqs.push(SelectorRequirement {
+            key: k.clone(),
+            op: SelectorOp::In,
+            values: vec![v.clone()],
+        });
+    }
+    for (i, e) in s.match_expressions.iter().flatten().enumerate() {
+        let op = match e.operator.as_str() {
+            "In" => SelectorOp::In,
+            "NotIn" => SelectorOp::NotIn,
+            "Exists" => SelectorOp::Exists,
+            "DoesNotExist" => SelectorOp::DoesNotExist,
+            other => {
+                return Err(FieldError::new(
+                    format!("{field}.matchExpressions[{i}].operator"),
+                    format!("unknown operator {other:?} (expected In, NotIn, Exists or DoesNotExist)"),
+                ));
+            }
+        };
+        let mut values = e.values.clone().unwrap_or_default();
+        values.sort();
+        reqs.push(SelectorRequirement {
+            key: e.key.clone(),
+            op,
+            values,
+        });
+    }
+    reqs.sort();
+    Ok(LabelSelector { requirements: reqs })
+}
+
+fn affinity_term(
+    t: &core::PodAffinityTerm,
+    pod_ns: &str,
+    pod_labels: &BTreeMap<String, String>,
+    field: &str,
+    warnings: &mut Vec<String>,
+) -> Result<PodAffinityTerm, FieldError> {
+    let mut selector = match &t.label_selector {
+        Some(s) => Some(label_selector(s, &format!("{field}.labelSelector"))?),
+        None => None,
+    };
+    if let Some(sel) = selector.as_mut() {
+        for k in t.match_label_keys.iter().flatten() {
+            if let Some(v) = pod_labels.get(k) {
+                sel.and_equals(k, v);
+            }
+        }
+        for k in t.mismatch_label_keys.iter().flatten() {
+            if let Some(v) = pod_labels.get(k) {
+                sel.requirements.push(SelectorRequirement {
+                    key: k.clone(),
+                    op: SelectorOp::NotIn,
+                    values: vec![v.clone()],
+                });
+                sel.requirements.sort();
+            }
+        }
+    }
+    let list = t.namespaces.clone().unwrap_or_default();
+    let namespaces = match &t.namespace_selector {
+        Some(ns) if ns.match_labels.as_ref().is_none_or(|m| m.is_empty()) && ns.match_expressions.as_ref().is_none_or(|m| m.is_empty()) => {
+            Namespaces::All
+        }
+        Some(_) => {
+            warnings.push(format!(
+                "{field}.namespaceSelector: namespace labels are not in the snapshot; the term looks in every namespace"
+            ));
+            Namespaces::All
+        }
+        None if list.is_empty() => Namespaces::List(vec![pod_ns.to_string()]),
+        None => Namespaces::List(list),
+    };
+    if t.topology_key.is_empty() {
+        return Err(FieldError::new(format!("{field}.topologyKey"), "must not be empty"));
+    }
+    Ok(PodAffinityTerm {
+        selector,
+        namespaces,
+        topology_key: normalize_key(&t.topology_key).into_owned(),
+    })
+}
+
+pub fn toleration(t: &core::Toleration, field: &str) -> Result<Toleration, FieldError> {
+    let operator = match t.operator.as_deref() {
+        None | Some("Equal") => TolerationOperator::Equal,
+        Some("Exists") => TolerationOperator::Exists,
+        Some(o) => return Err(FieldError::new(format!("{field}.operator"), format!("unknown operator {o:?} (expected Equal or Exists)"))),
+    };
+    let effect = match t.effect.as_deref() {
+        None | Some("") => None,
+        Some(e) => Some(
+            Effect::parse(e).ok_or_else(|| FieldError::new(format!("{field}.effect"), format!("unknown effect {e:?}")))?,
+        ),
+    };
+    Ok(Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        operator,
+        value: t.value.clone().unwrap_or_default(),
+        effect,
+    })
+}
+
+pub fn taint(t: &core::Taint, field: &str) -> Result<Taint, FieldError> {
+    let effect = Effect::parse(&t.effect)
+        .ok_or_else(|| FieldError::new(format!("{field}.effect"), format!("unknown effect {:?}", t.effect)))?;
+    Ok(Taint {
+        key: t.key.clone(),
+        value: t.value.clone().unwrap_or_default(),
+        effect,
+    })
+}
+
+/// Converts a pod. `warnings` collects what capstan does not model.
+pub fn pod(p: &core::Pod, warnings: &mut Vec<String>) -> Result<Pod, FieldError> {
+    let md = &p.metadata;
+    let name = md.name.clone().ok_or_else(|| FieldError::new("metadata.name", "a pod needs a name"))?;
+    let namespace = md.namespace.clone().unwrap_or_else(|| "default".into());
+    let labels = md.labels.clone().unwrap_or_default();
+    let owner = md
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .or_else(|| md.owner_references.iter().flatten().next());
+    let spec = p.spec.as_ref().ok_or_else(|| FieldError::new("spec", "a pod needs a spec"))?;
+    let phase = p
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .map(PodPhase::parse)
+        .unwrap_or_default();
+    let mut out = pod_spec(spec, &namespace, &labels, warnings)?;
+    out.namespace = namespace;
+    out.name = name;
+    out.uid = md.uid.clone().unwrap_or_default();
+    out.labels = labels;
+    out.annotations = md
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (normalize_key(&k).into_owned(), v))
+        .collect();
+    out.phase = phase;
+    out.deleting = md.deletion_timestamp.is_some();
+    out.owner_kind = owner.map(|o| o.kind.clone());
+    out.owner_name = owner.map(|o| o.name.clone());
+    Ok(out)
+}
+
+/// Converts a pod spec (also DaemonSet templates). Field paths start at `spec`.
+pub fn pod_spec(
+    spec: &core::PodSpec,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> Result<Pod, FieldError> {
+    let mut containers = Vec::new();
+    let mut ports = Vec::new();
+    for (i, c) in spec.containers.iter().enumerate() {
+        containers.push(container_requests(c, &format!("spec.containers[{i}]"))?);
+        host_ports(c, &mut ports);
+    }
+    let mut inits = Vec::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let restartable = c.restart_policy.as_deref() == Some("Always");
+        inits.push(ContainerRequests {
+            requests: container_requests(c, &format!("spec.initContainers[{i}]"))?,
+            restartable,
+        });
+        if restartable {
+            host_ports(c, &mut ports);
+        }
+    }
+    let overhead = match &spec.overhead {
+        Some(o) => resource_list(o, "spec.overhead")?,
+        None => Resources::new(),
+    };
+    let mut requests = effective_requests(&containers, &inits, &Resources::new());
+    // Pod-level resources (spec.resources) replace the container sum for what they name.
+    if let Some(pr) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        let pod_level = resource_list(pr, "spec.resources.requests")?;
+        for (k, v) in pod_level.iter() {
+            requests.set(k, v);
+        }
+    }
+    requests.add(&overhead);
+    requests.pods = 1;
+
+    let mut node_selector = Requirements::new();
+    for (k, v) in spec.node_selector.iter().flatten() {
+        node_selector.add(Requirement::in_values(normalize_key(k).into_owned(), [v.clone()]));
+    }
+    let mut out = Pod {
+        requests,
+        node_selector,
+        node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+        priority: spec.priority.unwrap_or(0),
+        host_ports: ports,
+        termination_grace_seconds: spec.termination_grace_period_seconds,
+        ..Default::default()
+    };
+    if let Some(aff) = &spec.affinity {
+        if let Some(na) = &aff.node_affinity {
+            if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+                for (i, t) in req.node_selector_terms.iter().enumerate() {
+                    let f = format!("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]");
+                    out.required_terms.push(node_selector_term(t, &f, warnings)?);
+                }
+            }
+            for (i, t) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                let f = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference");
+                out.preferred_terms.push(Weighted {
+                    weight: t.weight,
+                    term: node_selector_term(&t.preference, &f, warnings)?,
+                });
+            }
+        }
+        if let Some(pa) = &aff.pod_affinity {
+            for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                let f = format!("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+                out.affinity.push(affinity_term(t, namespace, labels, &f, warnings)?);
+            }
+            for (i, t) in pa.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                let f = format!("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm");
+                out.preferred_affinity.push(Weighted {
+                    weight: t.weight,
+                    term: affinity_term(&t.pod_affinity_term, namespace, labels, &f, warnings)?,
+                });
+            }
+        }
+        if let Some(pa) = &aff.pod_anti_affinity {
+            for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                let f = format!("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+                out.anti_affinity.push(affinity_term(t, namespace, labels, &f, warnings)?);
+            }
+            for (i, t) in pa.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                let f = format!("spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm");
+                out.preferred_anti_affinity.push(Weighted {
+                    weight: t.weight,
+                    term: affinity_term(&t.pod_affinity_term, namespace, labels, &f, warnings)?,
+                });
+            }
+        }
+    }
+    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+        out.tolerations.push(toleration(t, &format!("spec.tolerations[{i}]"))?);
+    }
+    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+        let f = format!("spec.topologySpreadConstraints[{i}]");
+        if c.max_skew < 1 {
+            return Err(FieldError::new(format!("{f}.maxSkew"), format!("must be at least 1, got {}", c.max_skew)));
+        }
+        let when = match c.when_unsatisfiable.as_str() {
+            "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+            "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+            other => {
+                return Err(FieldError::new(
+                    format!("{f}.whenUnsatisfiable"),
+                    format!("expected DoNotSchedule or ScheduleAnyway, got {other:?}"),
+                ));
+            }
+        };
+        let policy = |v: &Option<String>, default, field: &str| match v.as_deref() {
+            None => Ok(default),
+            Some("Honor") => Ok(InclusionPolicy::Honor),
+            Some("Ignore") => Ok(InclusionPolicy::Ignore),
+            Some(o) => Err(FieldError::new(format!("{f}.{field}"), format!("expected Honor or Ignore, got {o:?}"))),
+        };
+        let mut selector = match &c.label_selector {
+            Some(s) => Some(label_selector(s, &format!("{f}.labelSelector"))?),
+            None => None,
+        };
+        if let Some(sel) = selector.as_mut() {
+            for k in c.match_label_keys.iter().flatten() {
+                if let Some(v) = labels.get(k) {
+                    sel.and_equals(k, v);
+                }
+            }
+        }
+        if let Some(md) = c.min_domains {
+            if md < 1 {
+                return Err(FieldError::new(format!("{f}.minDomains"), format!("must be at least 1, got {md}")));
+            }
+            if when != WhenUnsatisfiable::DoNotSchedule {
+                return Err(FieldError::new(format!("{f}.minDomains"), "may only be set with whenUnsatisfiable: DoNotSchedule"));
+            }
+        }
+        out.spread.push(TopologySpread {
+            max_skew: c.max_skew,
+            topology_key: normalize_key(&c.topology_key).into_owned(),
+            when_unsatisfiable: when,
+            selector,
+            min_domains: c.min_domains,
+            node_affinity_policy: policy(&c.node_affinity_policy, InclusionPolicy::Honor, "nodeAffinityPolicy")?,
+            node_taints_policy: policy(&c.node_taints_policy, InclusionPolicy::Ignore, "nodeTaintsPolicy")?,
+        });
+    }
+    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        warnings.push("spec.resourceClaims: dynamic resource allocation is not modelled; the claims are ignored".into());
+    }
+    let pvcs = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.persistent_volume_claim.is_some())
+        .count();
+    if pvcs > 0 {
+        warnings.push(format!(
+            "spec.volumes: {pvcs} persistentVolumeClaim volume(s); volume topology is not modelled"
+        ));
+    }
+    Ok(out)
+}
+
+/// Converts a node. Label keys are normalized; EKS's `eks.amazonaws.com/capacityType`
+/// (`ON_DEMAND`/`SPOT`) becomes `capstan.dev/capacity-type`.
+pub fn node(n: &core::Node) -> Result<Node, FieldError> {
+    let md = &n.metadata;
+    let name = md.name.clone().ok_or_else(|| FieldError::new("metadata.name", "a node needs a name"))?;
+    let mut node_labels = BTreeMap::new();
+    for (k, v) in md.labels.iter().flatten() {
+        node_labels.insert(normalize_key(k).into_owned(), v.clone());
+    }
+    if !node_labels.contains_key(labels::CAPACITY_TYPE) {
+        if let Some(v) = md.labels.as_ref().and_then(|l| l.get("eks.amazonaws.com/capacityType")) {
+            let ct = if v.eq_ignore_ascii_case("SPOT") {
+                labels::CAPACITY_SPOT
+            } else {
+                labels::CAPACITY_ON_DEMAND
+            };
+            node_labels.insert(labels::CAPACITY_TYPE.to_string(), ct.to_string());
+        }
+    }
+    node_labels.entry(labels::HOSTNAME.to_string()).or_insert_with(|| name.clone());
+    let spec = n.spec.clone().unwrap_or_default();
+    let status = n.status.clone().unwrap_or_default();
+    let mut taints = Vec::new();
+    for (i, t) in spec.taints.iter().flatten().enumerate() {
+        taints.push(taint(t, &format!("spec.taints[{i}]"))?);
+    }
+    let capacity = match &status.capacity {
+        Some(c) => resource_list(c, "status.capacity")?,
+        None => Resources::new(),
+    };
+    let allocatable = match &status.allocatable {
+        Some(a) => resource_list(a, "status.allocatable")?,
+        None => capacity.clone(),
+    };
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    Ok(Node {
+        name,
+        labels: node_labels,
+        annotations: md.annotations.clone().unwrap_or_default(),
+        taints,
+        allocatable,
+        capacity,
+        unschedulable: spec.unschedulable.unwrap_or(false),
+        ready,
+        provider_id: spec.provider_id.clone(),
+        created: md.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_from(json: serde_json::Value) -> Result<Pod, FieldError> {
+        let p: core::Pod = serde_json::from_value(json).unwrap();
+        pod(&p, &mut Vec::new())
+    }
+
+    #[test]
+    fn a_bad_quantity_names_the_container_field() {
+        let err = pod_from(serde_json::json!({
+            "metadata": {"name": "web-1", "namespace": "default"},
+            "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "12x"}}}]}
+        }))
+        .unwrap_err();
+        assert_eq!(err.field, "spec.containers[0].resources.requests.cpu");
+        assert!(err.message.contains("invalid quantity \"12x\""), "{}", err.message);
+    }
+
+    #[test]
+    fn limits_stand_in_for_missing_requests() {
+        let p = pod_from(serde_json::json!({
+            "metadata": {"name": "a"},
+            "spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "500m"}}}]}
+        }))
+        .unwrap();
+        assert_eq!(p.requests.cpu, 500);
+        assert_eq!(p.requests.memory, 1 << 30);
+        assert_eq!(p.requests.pods, 1);
+        assert_eq!(p.namespace, "default");
+    }
+
+    #[test]
+    fn sidecars_and_overhead_count_in_the_pod_requests() {
+        let p = pod_from(serde_json::json!({
+            "metadata": {"name": "a"},
+            "spec": {
+                "overhead": {"cpu": "100m"},
+                "initContainers": [
+                    {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}},
+                    {"name": "migrate", "resources": {"requests": {"cpu": "2"}}}
+                ],
+                "containers": [{"name": "app", "resources": {"requests": {"cpu": "1"}}}]
+            }
+        }))
+        .unwrap();
+        // max(1 + 0.2, 2 + 0.2) + 0.1
+        assert_eq!(p.requests.cpu, 2300);
+    }
+
+    #[test]
+    fn karpenter_label_keys_in_selectors_become_capstan_keys() {
+        let p = pod_from(serde_json::json!({
+            "metadata": {"name": "a"},
+            "spec": {"containers": [{"name": "c"}], "nodeSelector": {"karpenter.sh/capacity-type": "spot"}}
+        }))
+        .unwrap();
+        assert!(p.node_selector.get(labels::CAPACITY_TYPE).is_some());
+    }
+
+    #[test]
+    fn match_label_keys_fold_the_pods_own_values_into_the_selector() {
+        let p = pod_from(serde_json::json!({
+            "metadata": {"name": "a", "labels": {"app": "web", "pod-template-hash": "abc"}},
+            "spec": {"containers": [{"name": "c"}], "topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["pod-template-hash"]}]}
+        }))
+        .unwrap();
+        let sel = p.spread[0].selector.as_ref().unwrap();
+        let mut other: BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into_iter().collect();
+        assert!(!sel.matches(&other), "a pod of another revision is not counted");
+        other.insert("pod-template-hash".into(), "abc".into());
+        assert!(sel.matches(&other));
+        assert_eq!(p.spread[0].node_taints_policy, InclusionPolicy::Ignore);
+        assert_eq!(p.spread[0].node_affinity_policy, InclusionPolicy::Honor);
+    }
+
+    #[test]
+    fn an_unknown_spread_policy_is_an_error_naming_the_field() {
+        let err = pod_from(serde_json::json!({
+            "metadata": {"name": "a"},
+            "spec": {"containers": [{"name": "c"}], "topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "Sometimes"}]}
+        }))
+        .unwrap_err();
+        assert_eq!(err.field, "spec.topologySpreadConstraints[0].whenUnsatisfiable");
+    }
+
+    #[test]
+    fn eks_capacity_type_labels_are_understood() {
+        let n: core::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"eks.amazonaws.com/capacityType": "SPOT"}},
+            "status": {"allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "58"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let n = node(&n).unwrap();
+        assert_eq!(n.labels[labels::CAPACITY_TYPE], "spot");
+        assert_eq!(n.labels[labels::HOSTNAME], "n1");
+        assert!(n.ready);
+        assert_eq!(n.allocatable.cpu, 3920);
+    }
+}

@@ -1,0 +1,272 @@
+//! Reading the files users already have: `kubectl get … -o json` output (a `List`, `PodList`,
+//! `NodeList`…, or a single object), multi-document YAML, NodePool manifests. JSON or YAML is
+//! told by content, not by file name.
+
+use crate::convert::{self, Node};
+use crate::error::FieldError;
+use crate::nodepool::{NodeClaimObject, NodePool, NodePoolObject};
+use crate::pod::Pod;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A load failure: one line naming the file, the object and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}: {object}: {error}")]
+    Object {
+        file: String,
+        object: String,
+        error: FieldError,
+    },
+}
+
+/// The kinds of object capstan reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Pod,
+    Node,
+    DaemonSet,
+    NodePool,
+    NodeClaim,
+    PodDisruptionBudget,
+}
+
+impl Kind {
+    fn of(api_version: &str, kind: &str) -> Option<Kind> {
+        let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+        Some(match (group, kind) {
+            ("", "Pod") => Kind::Pod,
+            ("", "Node") => Kind::Node,
+            ("apps", "DaemonSet") => Kind::DaemonSet,
+            ("capstan.dev" | "karpenter.sh", "NodePool") => Kind::NodePool,
+            ("capstan.dev" | "karpenter.sh", "NodeClaim") => Kind::NodeClaim,
+            ("policy", "PodDisruptionBudget") => Kind::PodDisruptionBudget,
+            _ => return None,
+        })
+    }
+}
+
+/// What a file held, converted.
+#[derive(Debug, Default)]
+pub struct Objects {
+    pub pods: Vec<Pod>,
+    pub nodes: Vec<Node>,
+    /// DaemonSet pod templates, named after their DaemonSet.
+    pub daemonsets: Vec<Pod>,
+    pub nodepools: Vec<NodePool>,
+    pub nodeclaims: Vec<NodeClaimObject>,
+    /// PodDisruptionBudgets, kept as JSON for the disruption engine.
+    pub pdbs: Vec<Value>,
+    /// Things capstan read but does not use or model, one line each (prefixed with the file).
+    pub warnings: Vec<String>,
+}
+
+/// Splits a file into documents, flattening `List`-style objects (`items`).
+pub fn documents(file: &str, text: &str) -> Result<Vec<Value>, LoadError> {
+    let parse_err = |message: String| LoadError::Parse {
+        file: file.to_string(),
+        message,
+    };
+    let trimmed = text.trim_start();
+    let mut docs = Vec::new();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let v: Value = serde_json::from_str(text).map_err(|e| parse_err(format!("invalid JSON: {e}")))?;
+        match v {
+            Value::Array(items) => docs.extend(items),
+            v => docs.push(v),
+        }
+    } else {
+        for d in serde_yaml::Deserializer::from_str(text) {
+            let v = Value::deserialize(d).map_err(|e| parse_err(format!("invalid YAML: {e}")))?;
+            if !v.is_null() {
+                docs.push(v);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(docs.len());
+    for d in docs {
+        flatten(d, &mut out);
+    }
+    Ok(out)
+}
+
+fn flatten(v: Value, out: &mut Vec<Value>) {
+    let is_list = v.get("kind").and_then(Value::as_str).is_some_and(|k| k == "List" || k.ends_with("List"));
+    if is_list {
+        if let Some(Value::Array(items)) = v.get("items") {
+            for item in items.clone() {
+                flatten(item, out);
+            }
+            return;
+        }
+    }
+    out.push(v);
+}
+
+fn object_name(v: &Value) -> String {
+    let md = v.get("metadata");
+    let name = md.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("<unnamed>");
+    match md.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// YAML manifests write `cpu: 1`; Kubernetes' JSON writes `"1"`. Turn numbers in resource maps
+/// into strings so both read the same.
+fn stringify_quantities(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map.iter_mut() {
+                let is_resource_map = matches!(k.as_str(), "requests" | "limits" | "overhead" | "allocatable" | "capacity");
+                if is_resource_map {
+                    if let Value::Object(res) = child {
+                        for q in res.values_mut() {
+                            if let Value::Number(n) = q {
+                                *q = Value::String(n.to_string());
+                            }
+                        }
+                        continue;
+                    }
+                }
+                stringify_quantities(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(stringify_quantities),
+        _ => {}
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        FieldError::new(if path == "." { String::new() } else { path }, e.into_inner().to_string())
+    })
+}
+
+/// Reads every object of the `wanted` kinds; other objects are skipped with a warning.
+pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadError> {
+    let mut out = Objects::default();
+    for (i, mut doc) in documents(file, text)?.into_iter().enumerate() {
+        let api_version = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        let kind_name = doc.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let name = object_name(&doc);
+        let Some(kind) = Kind::of(&api_version, &kind_name) else {
+            let what = if kind_name.is_empty() { format!("document {i} (no kind)") } else { format!("{kind_name} {name}") };
+            out.warnings.push(format!("{file}: {what}: skipped (not a kind this command reads)"));
+            continue;
+        };
+        if !wanted.contains(&kind) {
+            out.warnings.push(format!("{file}: {kind_name} {name}: skipped (this command does not read {kind_name} objects here)"));
+            continue;
+        }
+        let label = format!("{} {name}", kind_name.to_lowercase());
+        let obj_err = |error: FieldError| LoadError::Object {
+            file: file.to_string(),
+            object: label.clone(),
+            error,
+        };
+        stringify_quantities(&mut doc);
+        let mut warnings = Vec::new();
+        match kind {
+            Kind::Pod => {
+                let p: k8s_openapi::api::core::v1::Pod = typed(doc).map_err(obj_err)?;
+                out.pods.push(convert::pod(&p, &mut warnings).map_err(obj_err)?);
+            }
+            Kind::Node => {
+                let n: k8s_openapi::api::core::v1::Node = typed(doc).map_err(obj_err)?;
+                out.nodes.push(convert::node(&n).map_err(obj_err)?);
+            }
+            Kind::DaemonSet => {
+                let ds: k8s_openapi::api::apps::v1::DaemonSet = typed(doc).map_err(obj_err)?;
+                let spec = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+                let Some(spec) = spec else {
+                    return Err(obj_err(FieldError::new("spec.template.spec", "a DaemonSet needs a pod template")));
+                };
+                let ns = ds.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+                let tmpl_labels = ds
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.metadata.as_ref())
+                    .and_then(|m| m.labels.clone())
+                    .unwrap_or_default();
+                let mut p = convert::pod_spec(spec, &ns, &tmpl_labels, &mut warnings)
+                    .map_err(|e| obj_err(e.within("spec.template")))?;
+                p.namespace = ns;
+                p.name = ds.metadata.name.clone().unwrap_or_default();
+                p.labels = tmpl_labels;
+                p.owner_kind = Some("DaemonSet".into());
+                p.owner_name = Some(p.name.clone());
+                out.daemonsets.push(p);
+            }
+            Kind::NodePool => {
+                let obj: NodePoolObject = typed(doc).map_err(obj_err)?;
+                out.nodepools.push(NodePool::compile(&obj).map_err(obj_err)?);
+            }
+            Kind::NodeClaim => {
+                let obj: NodeClaimObject = typed(doc).map_err(obj_err)?;
+                out.nodeclaims.push(obj);
+            }
+            Kind::PodDisruptionBudget => out.pdbs.push(doc),
+        }
+        out.warnings.extend(warnings.into_iter().map(|w| format!("{file}: {label}: {w}")));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_list_and_multi_document_yaml_read_the_same() {
+        let json = r#"{"apiVersion":"v1","kind":"List","items":[
+            {"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"ns"},"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}},
+            {"apiVersion":"v1","kind":"Pod","metadata":{"name":"b","namespace":"ns"},"spec":{"containers":[{"name":"c"}]}}]}"#;
+        let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: ns}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {cpu: 1}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, namespace: ns}\nspec: {containers: [{name: c}]}\n";
+        let a = load("pods.json", json, &[Kind::Pod]).unwrap();
+        let b = load("pods.yaml", yaml, &[Kind::Pod]).unwrap();
+        assert_eq!(a.pods, b.pods);
+        assert_eq!(a.pods.len(), 2);
+        assert_eq!(a.pods[0].requests.cpu, 1000);
+    }
+
+    #[test]
+    fn bad_input_names_file_object_and_field() {
+        let json = r#"{"apiVersion":"v1","kind":"PodList","items":[{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","namespace":"default"},"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"12x"}}}]}}]}"#;
+        let err = load("pods.json", json, &[Kind::Pod]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "pods.json: pod default/web-1: spec.containers[0].resources.requests.cpu: invalid quantity \"12x\": expected a number with an optional suffix (n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent such as e3)"
+        );
+    }
+
+    #[test]
+    fn a_wrongly_typed_field_is_named_too() {
+        let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":"nope"}}"#;
+        let err = load("p.json", json, &[Kind::Pod]).unwrap_err().to_string();
+        assert!(err.starts_with("p.json: pod p: spec.containers: invalid type"), "{err}");
+    }
+
+    #[test]
+    fn unknown_nodepool_fields_are_reported_not_ignored() {
+        let yaml = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      requirements: []\n      taintz: []\n";
+        let err = load("np.yaml", yaml, &[Kind::NodePool]).unwrap_err().to_string();
+        assert!(err.starts_with("np.yaml: nodepool x: spec.template.spec.taintz: unknown field `taintz`"), "{err}");
+    }
+
+    #[test]
+    fn other_kinds_are_skipped_with_a_warning() {
+        let yaml = "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: default}\nspec: {}\n";
+        let o = load("np.yaml", yaml, &[Kind::NodePool]).unwrap();
+        assert_eq!(o.warnings, vec!["np.yaml: EC2NodeClass default: skipped (not a kind this command reads)".to_string()]);
+    }
+
+    #[test]
+    fn syntax_errors_name_the_file() {
+        let err = load("x.json", "{not json", &[Kind::Pod]).unwrap_err().to_string();
+        assert!(err.starts_with("x.json: invalid JSON"), "{err}");
+    }
+}

@@ -1,0 +1,261 @@
+//! capstan's compact form of a Pod: only what scheduling and disruption read.
+
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+use crate::selector::LabelSelector;
+use crate::taints::Toleration;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PodPhase {
+    #[default]
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    pub fn parse(s: &str) -> PodPhase {
+        match s {
+            "Running" => PodPhase::Running,
+            "Succeeded" => PodPhase::Succeeded,
+            "Failed" => PodPhase::Failed,
+            "Pending" => PodPhase::Pending,
+            _ => PodPhase::Unknown,
+        }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WhenUnsatisfiable {
+    DoNotSchedule,
+    ScheduleAnyway,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InclusionPolicy {
+    Honor,
+    Ignore,
+}
+
+/// One `topologySpreadConstraints` entry, with `matchLabelKeys` already folded into the
+/// selector.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TopologySpread {
+    pub max_skew: i32,
+    pub topology_key: String,
+    pub when_unsatisfiable: WhenUnsatisfiable,
+    /// `None` selects no pods (the constraint then only limits by domain count).
+    pub selector: Option<LabelSelector>,
+    pub min_domains: Option<i32>,
+    pub node_affinity_policy: InclusionPolicy,
+    pub node_taints_policy: InclusionPolicy,
+}
+
+/// Which namespaces a pod (anti-)affinity term looks in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Namespaces {
+    All,
+    List(Vec<String>),
+}
+
+impl Namespaces {
+    pub fn contains(&self, ns: &str) -> bool {
+        match self {
+            Namespaces::All => true,
+            Namespaces::List(l) => l.iter().any(|n| n == ns),
+        }
+    }
+}
+
+/// A required or preferred pod (anti-)affinity term.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodAffinityTerm {
+    /// `None` selects no pods.
+    pub selector: Option<LabelSelector>,
+    pub namespaces: Namespaces,
+    pub topology_key: String,
+}
+
+impl PodAffinityTerm {
+    pub fn selects(&self, pod: &Pod) -> bool {
+        self.namespaces.contains(&pod.namespace) && self.selector.as_ref().is_some_and(|s| s.matches(&pod.labels))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Weighted<T> {
+    pub weight: i32,
+    pub term: T,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    pub port: i32,
+    pub protocol: String,
+    /// "0.0.0.0" when unset: every address.
+    pub ip: String,
+}
+
+impl HostPort {
+    /// Kubernetes' NodePorts conflict rule.
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (self.ip == other.ip || self.ip == "0.0.0.0" || other.ip == "0.0.0.0")
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub node_name: Option<String>,
+    pub phase: PodPhase,
+    pub deleting: bool,
+    /// The controlling owner's kind (`ReplicaSet`, `DaemonSet`, …).
+    pub owner_kind: Option<String>,
+    pub owner_name: Option<String>,
+    /// Effective requests (Kubernetes' rules, overhead included) plus `pods: 1`.
+    pub requests: Resources,
+    pub priority: i32,
+    /// `spec.nodeSelector` as requirements.
+    pub node_selector: Requirements,
+    /// Required node affinity: OR of terms. Empty means no such constraint.
+    pub required_terms: Vec<Requirements>,
+    pub preferred_terms: Vec<Weighted<Requirements>>,
+    pub tolerations: Vec<Toleration>,
+    pub spread: Vec<TopologySpread>,
+    pub affinity: Vec<PodAffinityTerm>,
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    pub preferred_affinity: Vec<Weighted<PodAffinityTerm>>,
+    pub preferred_anti_affinity: Vec<Weighted<PodAffinityTerm>>,
+    pub host_ports: Vec<HostPort>,
+    pub termination_grace_seconds: Option<i64>,
+}
+
+impl Pod {
+    /// `namespace/name`, as contracts print pods.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Pending: not bound, not finished, not being deleted.
+    pub fn is_pending(&self) -> bool {
+        self.node_name.is_none() && !self.phase.is_terminal() && !self.deleting
+    }
+
+    pub fn is_daemonset_pod(&self) -> bool {
+        self.owner_kind.as_deref() == Some("DaemonSet")
+    }
+
+    /// Whether the pod counts against its node's resources.
+    pub fn is_active(&self) -> bool {
+        !self.phase.is_terminal()
+    }
+}
+
+/// One container's requests for [`effective_requests`].
+#[derive(Clone, Debug, Default)]
+pub struct ContainerRequests {
+    pub requests: Resources,
+    /// An init container with `restartPolicy: Always` (a sidecar).
+    pub restartable: bool,
+}
+
+/// A pod's effective requests by Kubernetes' rules (`resourcehelper.PodRequests`):
+/// max(sum of app containers + sidecars, for each regular init container: itself plus the
+/// sidecars started before it), plus pod overhead. Does not add the `pods` slot.
+pub fn effective_requests(containers: &[Resources], init_containers: &[ContainerRequests], overhead: &Resources) -> Resources {
+    let mut reqs = Resources::new();
+    for c in containers {
+        reqs.add(c);
+    }
+    let mut sidecars = Resources::new();
+    let mut init_max = Resources::new();
+    for ic in init_containers {
+        let this = if ic.restartable {
+            reqs.add(&ic.requests);
+            sidecars.add(&ic.requests);
+            sidecars.clone()
+        } else {
+            ic.requests.plus(&sidecars)
+        };
+        init_max.max_with(&this);
+    }
+    reqs.max_with(&init_max);
+    reqs.add(overhead);
+    reqs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(cpu: i64, mem_mib: i64) -> Resources {
+        Resources {
+            cpu,
+            memory: mem_mib * crate::resources::MIB,
+            ..Default::default()
+        }
+    }
+
+    fn init(cpu: i64, mem: i64, restartable: bool) -> ContainerRequests {
+        ContainerRequests {
+            requests: r(cpu, mem),
+            restartable,
+        }
+    }
+
+    #[test]
+    fn effective_requests_follow_kubernetes_rules() {
+        // (name, app containers, init containers, overhead, expected)
+        let cases: Vec<(&str, Vec<Resources>, Vec<ContainerRequests>, Resources, Resources)> = vec![
+            ("app containers add up", vec![r(100, 64), r(200, 128)], vec![], r(0, 0), r(300, 192)),
+            ("a larger init container wins per resource", vec![r(100, 512)], vec![init(1000, 64, false)], r(0, 0), r(1000, 512)),
+            ("init containers take the max, not the sum", vec![r(100, 64)], vec![init(500, 64, false), init(300, 256, false)], r(0, 0), r(500, 256)),
+            ("sidecars add to the app containers", vec![r(100, 64)], vec![init(50, 32, true)], r(0, 0), r(150, 96)),
+            (
+                "an init container after a sidecar runs beside it",
+                vec![r(100, 64)],
+                vec![init(50, 32, true), init(400, 64, false)],
+                r(0, 0),
+                r(450, 96),
+            ),
+            (
+                "an init container before a sidecar does not",
+                vec![r(100, 64)],
+                vec![init(400, 64, false), init(50, 32, true)],
+                r(0, 0),
+                r(400, 96),
+            ),
+            ("overhead is added last", vec![r(100, 64)], vec![init(500, 64, false)], r(250, 120), r(750, 184)),
+            ("no containers request nothing", vec![], vec![], r(0, 0), r(0, 0)),
+        ];
+        for (name, containers, inits, overhead, want) in cases {
+            assert_eq!(effective_requests(&containers, &inits, &overhead), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn host_ports_conflict_on_same_port_protocol_and_overlapping_ip() {
+        let hp = |port, proto: &str, ip: &str| HostPort {
+            port,
+            protocol: proto.into(),
+            ip: ip.into(),
+        };
+        assert!(hp(80, "TCP", "0.0.0.0").conflicts(&hp(80, "TCP", "10.0.0.1")));
+        assert!(!hp(80, "TCP", "10.0.0.2").conflicts(&hp(80, "TCP", "10.0.0.1")));
+        assert!(!hp(80, "TCP", "0.0.0.0").conflicts(&hp(80, "UDP", "0.0.0.0")));
+        assert!(!hp(80, "TCP", "0.0.0.0").conflicts(&hp(81, "TCP", "0.0.0.0")));
+    }
+}

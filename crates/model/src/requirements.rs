@@ -1,0 +1,589 @@
+//! Node-selector requirement algebra (In, NotIn, Exists, DoesNotExist, Gt, Lt), in the form
+//! Karpenter uses: each requirement is a set of allowed values, either listed or the complement
+//! of a list, optionally bounded by Gt/Lt, with an optional `minValues`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Operator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Gt,
+    Lt,
+}
+
+impl Operator {
+    pub fn parse(s: &str) -> Option<Operator> {
+        Some(match s {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            "Gt" => Operator::Gt,
+            "Lt" => Operator::Lt,
+            _ => return None,
+        })
+    }
+}
+
+/// Why a requirement could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementError {
+    #[error("unknown operator {0:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)")]
+    UnknownOperator(String),
+    #[error("operator {op:?} takes {expected}, got {got} values")]
+    ValueCount { op: Operator, expected: &'static str, got: usize },
+    #[error("operator {op:?} needs an integer value, got {value:?}")]
+    NotAnInteger { op: Operator, value: String },
+}
+
+/// One key's set of allowed values.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Requirement {
+    pub key: String,
+    /// When true, `values` are the excluded values and everything else is allowed.
+    complement: bool,
+    /// Sorted, deduplicated.
+    values: Vec<String>,
+    /// Allowed values are integers strictly greater than this.
+    greater_than: Option<i64>,
+    /// Allowed values are integers strictly less than this.
+    less_than: Option<i64>,
+    pub min_values: Option<u32>,
+}
+
+impl Requirement {
+    pub fn new(key: impl Into<String>, op: Operator, values: &[impl AsRef<str>]) -> Result<Requirement, RequirementError> {
+        let key = key.into();
+        let vals: Vec<String> = values.iter().map(|v| v.as_ref().to_string()).collect();
+        let count = |expected: &'static str, ok: bool| {
+            if ok {
+                Ok(())
+            } else {
+                Err(RequirementError::ValueCount {
+                    op,
+                    expected,
+                    got: vals.len(),
+                })
+            }
+        };
+        let int = |v: &String| {
+            v.parse::<i64>().map_err(|_| RequirementError::NotAnInteger { op, value: v.clone() })
+        };
+        Ok(match op {
+            Operator::In => {
+                count("one or more", !vals.is_empty())?;
+                Requirement::in_values(key, vals)
+            }
+            Operator::NotIn => {
+                count("one or more", !vals.is_empty())?;
+                Requirement::not_in(key, vals)
+            }
+            Operator::Exists => {
+                count("no", vals.is_empty())?;
+                Requirement::exists(key)
+            }
+            Operator::DoesNotExist => {
+                count("no", vals.is_empty())?;
+                Requirement::does_not_exist(key)
+            }
+            Operator::Gt => {
+                count("exactly one", vals.len() == 1)?;
+                let mut r = Requirement::exists(key);
+                r.greater_than = Some(int(&vals[0])?);
+                r
+            }
+            Operator::Lt => {
+                count("exactly one", vals.len() == 1)?;
+                let mut r = Requirement::exists(key);
+                r.less_than = Some(int(&vals[0])?);
+                r
+            }
+        })
+    }
+
+    pub fn in_values(key: impl Into<String>, values: impl IntoIterator<Item = impl Into<String>>) -> Requirement {
+        let mut values: Vec<String> = values.into_iter().map(Into::into).collect();
+        values.sort();
+        values.dedup();
+        Requirement {
+            key: key.into(),
+            complement: false,
+            values,
+            greater_than: None,
+            less_than: None,
+            min_values: None,
+        }
+    }
+
+    pub fn not_in(key: impl Into<String>, values: impl IntoIterator<Item = impl Into<String>>) -> Requirement {
+        let mut r = Requirement::in_values(key, values);
+        r.complement = true;
+        r
+    }
+
+    pub fn exists(key: impl Into<String>) -> Requirement {
+        Requirement {
+            key: key.into(),
+            complement: true,
+            values: Vec::new(),
+            greater_than: None,
+            less_than: None,
+            min_values: None,
+        }
+    }
+
+    pub fn does_not_exist(key: impl Into<String>) -> Requirement {
+        Requirement {
+            key: key.into(),
+            complement: false,
+            values: Vec::new(),
+            greater_than: None,
+            less_than: None,
+            min_values: None,
+        }
+    }
+
+    pub fn with_min_values(mut self, min: Option<u32>) -> Requirement {
+        self.min_values = min;
+        self
+    }
+
+    /// The operator this requirement is equivalent to.
+    pub fn operator(&self) -> Operator {
+        if self.complement {
+            if !self.values.is_empty() {
+                Operator::NotIn
+            } else if self.greater_than.is_some() {
+                Operator::Gt
+            } else if self.less_than.is_some() {
+                Operator::Lt
+            } else {
+                Operator::Exists
+            }
+        } else if self.values.is_empty() {
+            Operator::DoesNotExist
+        } else {
+            Operator::In
+        }
+    }
+
+    /// The listed values: allowed ones for In, excluded ones for NotIn.
+    pub fn values(&self) -> &[String] {
+        &self.values
+    }
+
+    pub fn is_complement(&self) -> bool {
+        self.complement
+    }
+
+    fn within_bounds(&self, v: &str) -> bool {
+        if self.greater_than.is_none() && self.less_than.is_none() {
+            return true;
+        }
+        match v.parse::<i64>() {
+            Ok(n) => self.greater_than.is_none_or(|g| n > g) && self.less_than.is_none_or(|l| n < l),
+            Err(_) => false,
+        }
+    }
+
+    /// Whether `value` is allowed.
+    pub fn has(&self, value: &str) -> bool {
+        let listed = self.values.binary_search_by(|v| v.as_str().cmp(value)).is_ok();
+        listed != self.complement && self.within_bounds(value)
+    }
+
+    /// Whether no value at all is allowed (DoesNotExist, or an empty intersection).
+    pub fn is_empty(&self) -> bool {
+        if self.complement {
+            matches!((self.greater_than, self.less_than), (Some(g), Some(l)) if l <= g.saturating_add(1))
+        } else {
+            self.values.is_empty()
+        }
+    }
+
+    /// The number of allowed values, `None` when unbounded.
+    pub fn len(&self) -> Option<usize> {
+        if self.complement { None } else { Some(self.values.len()) }
+    }
+
+    /// The set of values both allow. `min_values` keeps the larger of the two.
+    pub fn intersect(&self, other: &Requirement) -> Requirement {
+        let greater_than = max_opt(self.greater_than, other.greater_than);
+        let less_than = min_opt(self.less_than, other.less_than);
+        let min_values = max_opt(self.min_values, other.min_values);
+        let mut out = match (self.complement, other.complement) {
+            (true, true) => {
+                let mut values = self.values.clone();
+                values.extend(other.values.iter().cloned());
+                values.sort();
+                values.dedup();
+                Requirement {
+                    key: self.key.clone(),
+                    complement: true,
+                    values,
+                    greater_than,
+                    less_than,
+                    min_values,
+                }
+            }
+            (true, false) | (false, true) => {
+                let (c, l) = if self.complement { (self, other) } else { (other, self) };
+                let values = l.values.iter().filter(|v| !c.values.contains(v)).cloned().collect();
+                Requirement {
+                    key: self.key.clone(),
+                    complement: false,
+                    values,
+                    greater_than,
+                    less_than,
+                    min_values,
+                }
+            }
+            (false, false) => {
+                let values = self.values.iter().filter(|v| other.values.binary_search(v).is_ok()).cloned().collect();
+                Requirement {
+                    key: self.key.clone(),
+                    complement: false,
+                    values,
+                    greater_than,
+                    less_than,
+                    min_values,
+                }
+            }
+        };
+        if !out.complement {
+            // bounds only narrow a listed set; apply them now
+            let (g, l) = (out.greater_than, out.less_than);
+            if g.is_some() || l.is_some() {
+                out.values.retain(|v| match v.parse::<i64>() {
+                    Ok(n) => g.is_none_or(|g| n > g) && l.is_none_or(|l| n < l),
+                    Err(_) => false,
+                });
+            }
+            out.greater_than = None;
+            out.less_than = None;
+        }
+        out
+    }
+
+    /// Whether the two requirements can hold at once (Karpenter's `Intersects` for one key):
+    /// some value satisfies both, or both only exclude (NotIn/DoesNotExist), which a node
+    /// without the label satisfies.
+    pub fn intersects(&self, other: &Requirement) -> bool {
+        if !self.intersect(other).is_empty() {
+            return true;
+        }
+        let excludes = |op| matches!(op, Operator::NotIn | Operator::DoesNotExist);
+        excludes(self.operator()) && excludes(other.operator())
+    }
+}
+
+fn max_opt<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+fn min_opt<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.operator() {
+            Operator::In => write!(f, "{} In [{}]", self.key, self.values.join(", ")),
+            Operator::NotIn => write!(f, "{} NotIn [{}]", self.key, self.values.join(", ")),
+            Operator::Exists => write!(f, "{} Exists", self.key),
+            Operator::DoesNotExist => write!(f, "{} DoesNotExist", self.key),
+            Operator::Gt | Operator::Lt => {
+                write!(f, "{}", self.key)?;
+                if let Some(g) = self.greater_than {
+                    write!(f, " Gt {g}")?;
+                }
+                if let Some(l) = self.less_than {
+                    write!(f, " Lt {l}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How keys a side does not mention are treated by [`Requirements::compatible`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Undefined {
+    /// The other side is a real node: a missing label only satisfies NotIn/DoesNotExist.
+    Deny,
+    /// The other side is a template whose instance types will define the well-known labels.
+    AllowWellKnown,
+}
+
+/// Why two sets of requirements cannot hold at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Incompatible {
+    pub key: String,
+    /// What the incoming side asked for.
+    pub wanted: String,
+    /// What the other side offers, or `None` when it does not define the key.
+    pub offered: Option<String>,
+}
+
+impl fmt::Display for Incompatible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.offered {
+            Some(o) => write!(f, "requirement {} conflicts with {}", self.wanted, o),
+            None => write!(f, "requirement {} names label {:?}, which is not defined", self.wanted, self.key),
+        }
+    }
+}
+
+/// A conjunction of requirements, one per key, sorted by key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Requirements {
+    items: Vec<Requirement>,
+}
+
+impl Requirements {
+    pub fn new() -> Requirements {
+        Requirements::default()
+    }
+
+    /// From labels: each label is `key In [value]`.
+    pub fn from_labels<'a>(labels: impl IntoIterator<Item = (&'a String, &'a String)>) -> Requirements {
+        let mut r = Requirements::new();
+        for (k, v) in labels {
+            r.add(Requirement::in_values(k.clone(), [v.clone()]));
+        }
+        r
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Requirement> {
+        self.items.iter()
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Requirement> {
+        self.items
+            .binary_search_by(|r| r.key.as_str().cmp(key))
+            .ok()
+            .map(|i| &self.items[i])
+    }
+
+    pub fn has_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Adds a requirement, intersecting with any existing one on the same key.
+    pub fn add(&mut self, r: Requirement) {
+        match self.items.binary_search_by(|x| x.key.cmp(&r.key)) {
+            Ok(i) => {
+                let merged = self.items[i].intersect(&r);
+                self.items[i] = merged;
+            }
+            Err(i) => self.items.insert(i, r),
+        }
+    }
+
+    pub fn add_all(&mut self, other: &Requirements) {
+        for r in &other.items {
+            self.add(r.clone());
+        }
+    }
+
+    /// The conjunction of both.
+    pub fn intersect(&self, other: &Requirements) -> Requirements {
+        let mut out = self.clone();
+        out.add_all(other);
+        out
+    }
+
+    /// Whether a value is allowed for `key` (an absent key allows anything).
+    pub fn allows(&self, key: &str, value: &str) -> bool {
+        self.get(key).is_none_or(|r| r.has(value))
+    }
+
+    /// Checks that `incoming` can hold together with `self`. Keys `incoming` names that
+    /// `self` does not define are allowed only for NotIn/DoesNotExist, or (with
+    /// [`Undefined::AllowWellKnown`]) for well-known labels.
+    pub fn compatible(&self, incoming: &Requirements, undefined: Undefined) -> Result<(), Incompatible> {
+        for r in &incoming.items {
+            match self.get(&r.key) {
+                Some(existing) => {
+                    if !existing.intersects(r) {
+                        return Err(Incompatible {
+                            key: r.key.clone(),
+                            wanted: r.to_string(),
+                            offered: Some(existing.to_string()),
+                        });
+                    }
+                }
+                None => {
+                    let op = r.operator();
+                    let excludes = matches!(op, Operator::NotIn | Operator::DoesNotExist);
+                    let allowed = excludes || (undefined == Undefined::AllowWellKnown && crate::labels::is_well_known(&r.key));
+                    if !allowed {
+                        return Err(Incompatible {
+                            key: r.key.clone(),
+                            wanted: r.to_string(),
+                            offered: None,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Labels a node launched for these requirements would get: every key with exactly one
+    /// allowed value.
+    pub fn single_values(&self) -> BTreeMap<String, String> {
+        self.items
+            .iter()
+            .filter(|r| !r.complement && r.values.len() == 1)
+            .map(|r| (r.key.clone(), r.values[0].clone()))
+            .collect()
+    }
+}
+
+impl fmt::Display for Requirements {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.items.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromIterator<Requirement> for Requirements {
+    fn from_iter<T: IntoIterator<Item = Requirement>>(iter: T) -> Self {
+        let mut r = Requirements::new();
+        for x in iter {
+            r.add(x);
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Operator::*;
+
+    fn req(key: &str, op: Operator, values: &[&str]) -> Requirement {
+        Requirement::new(key, op, values).unwrap()
+    }
+
+    #[test]
+    fn each_operator_allows_the_values_kubernetes_allows() {
+        // (requirement, value, allowed)
+        let cases = [
+            (req("k", In, &["a", "b"]), "a", true),
+            (req("k", In, &["a", "b"]), "c", false),
+            (req("k", NotIn, &["a"]), "a", false),
+            (req("k", NotIn, &["a"]), "z", true),
+            (req("k", Exists, &[]), "anything", true),
+            (req("k", DoesNotExist, &[]), "anything", false),
+            (req("k", Gt, &["4"]), "5", true),
+            (req("k", Gt, &["4"]), "4", false),
+            (req("k", Gt, &["4"]), "x", false),
+            (req("k", Lt, &["4"]), "3", true),
+            (req("k", Lt, &["4"]), "-7", true),
+            (req("k", Lt, &["4"]), "4", false),
+        ];
+        for (r, v, want) in cases {
+            assert_eq!(r.has(v), want, "{r} has {v}");
+        }
+    }
+
+    #[test]
+    fn intersection_follows_set_algebra() {
+        // (a, b, expected operator, expected listed values)
+        let cases = [
+            (req("k", In, &["a", "b"]), req("k", In, &["b", "c"]), In, vec!["b"]),
+            (req("k", In, &["a", "b"]), req("k", NotIn, &["b"]), In, vec!["a"]),
+            (req("k", NotIn, &["a"]), req("k", NotIn, &["b"]), NotIn, vec!["a", "b"]),
+            (req("k", Exists, &[]), req("k", In, &["x"]), In, vec!["x"]),
+            (req("k", In, &["a"]), req("k", In, &["b"]), DoesNotExist, vec![]),
+            (req("k", Gt, &["2"]), req("k", In, &["1", "3", "x"]), In, vec!["3"]),
+            (req("k", Gt, &["2"]), req("k", Lt, &["10"]), Gt, vec![]),
+        ];
+        for (a, b, op, values) in cases {
+            let got = a.intersect(&b);
+            assert_eq!(got.operator(), op, "{a} ∩ {b} = {got}");
+            assert_eq!(got.values(), values.as_slice(), "{a} ∩ {b}");
+            let sym = b.intersect(&a);
+            assert_eq!(sym.values(), values.as_slice(), "{b} ∩ {a} is symmetric");
+        }
+    }
+
+    #[test]
+    fn disjoint_bounds_are_empty() {
+        let r = req("k", Gt, &["5"]).intersect(&req("k", Lt, &["6"]));
+        assert!(r.is_empty());
+        let r = req("k", Gt, &["5"]).intersect(&req("k", Lt, &["7"]));
+        assert!(!r.is_empty());
+        assert!(r.has("6"));
+    }
+
+    #[test]
+    fn exclusions_are_compatible_with_each_other_even_when_empty() {
+        assert!(req("k", DoesNotExist, &[]).intersects(&req("k", NotIn, &["a"])));
+        assert!(!req("k", DoesNotExist, &[]).intersects(&req("k", In, &["a"])));
+        assert!(!req("k", In, &["a"]).intersects(&req("k", In, &["b"])));
+    }
+
+    #[test]
+    fn undefined_keys_are_allowed_only_for_exclusions_on_real_nodes() {
+        let node = Requirements::from_labels(&[("zone".to_string(), "a".to_string())].into_iter().collect::<BTreeMap<_, _>>());
+        let ok: Requirements = [req("gpu", DoesNotExist, &[]), req("team", NotIn, &["x"])].into_iter().collect();
+        assert!(node.compatible(&ok, Undefined::Deny).is_ok());
+        let bad: Requirements = [req("team", In, &["x"])].into_iter().collect();
+        let err = node.compatible(&bad, Undefined::Deny).unwrap_err();
+        assert_eq!(err.key, "team");
+        assert!(err.to_string().contains("not defined"), "{err}");
+    }
+
+    #[test]
+    fn templates_allow_well_known_keys_they_do_not_mention() {
+        let pool: Requirements = [req(crate::labels::ARCH, In, &["amd64"])].into_iter().collect();
+        let pod: Requirements = [req(crate::labels::ZONE, In, &["us-east-1a"])].into_iter().collect();
+        assert!(pool.compatible(&pod, Undefined::AllowWellKnown).is_ok());
+        assert!(pool.compatible(&pod, Undefined::Deny).is_err());
+        let arm: Requirements = [req(crate::labels::ARCH, In, &["arm64"])].into_iter().collect();
+        let err = pool.compatible(&arm, Undefined::AllowWellKnown).unwrap_err();
+        assert_eq!(err.to_string(), "requirement kubernetes.io/arch In [arm64] conflicts with kubernetes.io/arch In [amd64]");
+    }
+
+    #[test]
+    fn min_values_survive_intersection() {
+        let a = req("family", Exists, &[]).with_min_values(Some(3));
+        let b = req("family", In, &["m5", "m6", "m7", "c7"]);
+        assert_eq!(a.intersect(&b).min_values, Some(3));
+    }
+
+    #[test]
+    fn bad_requirements_are_errors() {
+        assert!(matches!(Requirement::new("k", In, &[] as &[&str]), Err(RequirementError::ValueCount { .. })));
+        assert!(matches!(Requirement::new("k", Gt, &["x"]), Err(RequirementError::NotAnInteger { .. })));
+        assert!(matches!(Requirement::new("k", Exists, &["x"]), Err(RequirementError::ValueCount { .. })));
+    }
+}
