@@ -1,0 +1,132 @@
+//! capstan's scheduling simulation: given a cluster snapshot, pending pods, NodePools and
+//! instance types, decide where every pending pod goes — an existing node, an in-flight
+//! NodeClaim, a new NodeClaim — or why it cannot go anywhere.
+//!
+//! Pure: no I/O, no clock, no randomness. [`solve`] returns a [`Plan`] as data.
+//!
+//! The algorithm is Karpenter's (first-fit over pods sorted by CPU then memory, descending,
+//! with preferences treated as requirements and relaxed one step at a time on failure), with
+//! the predicates of kube-scheduler: resources and max pods, node selector and required node
+//! affinity, taints, topology spread, pod (anti-)affinity, host ports, and per-NodePool
+//! daemonset overhead.
+
+mod solver;
+mod topology;
+
+use capstan_model::{InstanceType, Node, NodePool, Pod, Requirements, Resources, Taint};
+use std::collections::BTreeMap;
+
+pub use solver::solve;
+
+/// A NodeClaim that has been launched but whose node has not registered yet. The scheduler
+/// treats it like a node it already knows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InFlight {
+    pub name: String,
+    pub nodepool: String,
+    /// Labels the node will have (instance type, zone, capacity type, NodePool labels…).
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    pub capacity: Resources,
+}
+
+/// What is already there: nodes, the pods bound to them, in-flight NodeClaims, DaemonSets.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub nodes: Vec<Node>,
+    /// Pods bound to nodes (or to in-flight claims, by name). Pending pods here are ignored;
+    /// pass them as `pending`.
+    pub pods: Vec<Pod>,
+    pub inflight: Vec<InFlight>,
+    /// DaemonSet pod templates: their requests are reserved on every new node they would run on.
+    pub daemonsets: Vec<Pod>,
+}
+
+/// The order in which planned NodeClaims are tried for a pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClaimOrder {
+    /// In creation order (first fit). Fast.
+    #[default]
+    FirstFit,
+    /// Fewest pods first, as Karpenter does.
+    FewestPodsFirst,
+}
+
+/// Knobs for [`solve`].
+#[derive(Clone, Debug, Default)]
+pub struct SolveOptions {
+    pub claim_order: ClaimOrder,
+}
+
+/// Everything [`solve`] reads.
+#[derive(Clone, Copy, Debug)]
+pub struct SolveInput<'a> {
+    pub snapshot: &'a Snapshot,
+    pub pending: &'a [Pod],
+    pub nodepools: &'a [NodePool],
+    pub instance_types: &'a [InstanceType],
+}
+
+/// Pods placed on a node that exists (or an in-flight NodeClaim).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Binding {
+    pub node: String,
+    /// Indices into `pending`.
+    pub pods: Vec<usize>,
+}
+
+/// The offering a new NodeClaim would launch today: the cheapest its options allow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChosenOffering {
+    /// Index into `instance_types`.
+    pub instance_type: usize,
+    pub zone: String,
+    pub capacity_type: String,
+    pub price: f64,
+}
+
+/// A NodeClaim to create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewClaim {
+    /// `<nodepool>-<k>`, unique within the plan.
+    pub name: String,
+    pub nodepool: String,
+    /// The NodePool's requirements narrowed by the pods (and topology) placed on it.
+    pub requirements: Requirements,
+    /// Indices into `pending`.
+    pub pods: Vec<usize>,
+    /// Sum of the pods' requests plus daemonset overhead.
+    pub requests: Resources,
+    /// Indices into `instance_types` of every type that holds all the pods and satisfies the
+    /// requirements, cheapest first. The packing planner chooses among these.
+    pub instance_types: Vec<usize>,
+    pub offering: ChosenOffering,
+}
+
+/// A pod that fits nowhere, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unschedulable {
+    /// Index into `pending`.
+    pub pod: usize,
+    pub reason: String,
+}
+
+/// The decision. Every pending pod appears exactly once: in `existing`, in a `new_claims`
+/// entry, or in `unschedulable`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    pub existing: Vec<Binding>,
+    pub new_claims: Vec<NewClaim>,
+    pub unschedulable: Vec<Unschedulable>,
+}
+
+impl Plan {
+    /// The hourly price of the new NodeClaims.
+    pub fn new_price(&self) -> f64 {
+        self.new_claims.iter().map(|c| c.offering.price).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1005 @@
+//! The scheduling loop: first fit over slots (nodes, in-flight claims, new claims), pods
+//! sorted by CPU then memory descending, preferences relaxed one step at a time.
+
+use crate::topology::{KeyConstraint, Owned, PodTopology, Topology, pin};
+use crate::{Binding, ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, Unschedulable};
+use capstan_model::labels::{self, CAPACITY_TYPE, HOSTNAME, ZONE};
+use capstan_model::pod::{HostPort, Pod, WhenUnsatisfiable};
+use capstan_model::requirements::{Incompatible, Undefined};
+use capstan_model::resources::{Shortfall, format_amount};
+use capstan_model::taints::{Taint, untolerated};
+use capstan_model::{InstanceType, NodePool, Requirements, Resources};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Pods a node takes when its status does not say.
+const DEFAULT_MAX_PODS: i64 = 110;
+
+/// Plans where every pending pod goes. See the crate docs.
+pub fn solve(input: SolveInput<'_>, options: &SolveOptions) -> Plan {
+    let mut s = Solver::new(input, options.clone());
+    s.run();
+    s.into_plan()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotKind {
+    Node,
+    InFlight,
+    New { pool: usize },
+}
+
+#[derive(Clone, Debug)]
+struct Slot {
+    name: String,
+    kind: SlotKind,
+    reqs: Requirements,
+    undefined: Undefined,
+    taints: Vec<Taint>,
+    used: Resources,
+    /// Fixed slots: allocatable. New slots: component-wise max over `options`.
+    max: Resources,
+    /// New slots: compatible instance types (indices), cheapest first.
+    options: Vec<u32>,
+    pods: Vec<usize>,
+    ports: Vec<HostPort>,
+    closed: bool,
+    /// New slots in a NodePool with limits: the capacity held against them.
+    reserved: Resources,
+}
+
+/// Why a slot refused a pod.
+#[derive(Clone, Debug)]
+enum Reject {
+    Topology(usize),
+    MissingTopologyLabel(String),
+    Resources(Shortfall),
+    Taint(Taint),
+    HostPort(i32),
+    Requirement(Incompatible),
+    NoInstanceType,
+    MinValues { key: String, have: usize, need: u32 },
+    Closed,
+}
+
+/// What a successful fit changes.
+struct Fit {
+    reqs: Option<Requirements>,
+    options: Option<Vec<u32>>,
+}
+
+/// Per pending pod: the groups it may own and the groups that count it.
+#[derive(Default)]
+struct PodGroups {
+    spread_hard: Vec<usize>,
+    spread_soft: Vec<usize>,
+    req_aff: Vec<usize>,
+    req_anti: Vec<usize>,
+    pref_aff: Vec<usize>,
+    pref_anti: Vec<usize>,
+    selected_by: Vec<usize>,
+    selected_by_anti: Vec<usize>,
+}
+
+/// How far a pod's preferences have been relaxed.
+#[derive(Clone, Debug, Default)]
+struct Relaxed {
+    term: usize,
+    pref_aff: usize,
+    pref_anti: usize,
+    pref_node: usize,
+    soft: usize,
+    tolerate_prefer: bool,
+}
+
+/// Distinct (zone, capacity type) pairs, so offering checks are bit masks.
+struct OfferingIndex {
+    pairs: Vec<(String, String)>,
+    /// Per instance type: which pairs it has an available offering in.
+    masks: Vec<u128>,
+}
+
+impl OfferingIndex {
+    fn new(types: &[InstanceType]) -> OfferingIndex {
+        let mut pairs: Vec<(String, String)> = types
+            .iter()
+            .flat_map(|t| t.offerings.iter().map(|o| (o.zone.clone(), o.capacity_type.clone())))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        pairs.truncate(128);
+        let masks = types
+            .iter()
+            .map(|t| {
+                let mut m = 0u128;
+                for o in t.offerings.iter().filter(|o| o.available) {
+                    if let Some(i) = pairs.iter().position(|(z, c)| *z == o.zone && *c == o.capacity_type) {
+                        m |= 1 << i;
+                    }
+                }
+                m
+            })
+            .collect();
+        OfferingIndex { pairs, masks }
+    }
+
+    fn allowed(&self, reqs: &Requirements) -> u128 {
+        let mut m = 0u128;
+        for (i, (z, c)) in self.pairs.iter().enumerate() {
+            if reqs.allows(ZONE, z) && reqs.allows(CAPACITY_TYPE, c) {
+                m |= 1 << i;
+            }
+        }
+        m
+    }
+}
+
+struct Solver<'a> {
+    input: SolveInput<'a>,
+    options: SolveOptions,
+    slots: Vec<Slot>,
+    by_name: HashMap<String, usize>,
+    open: Vec<usize>,
+    topo: Topology,
+    groups: Vec<PodGroups>,
+    pool_order: Vec<usize>,
+    pool_types: Vec<Vec<u32>>,
+    overhead: Vec<Resources>,
+    /// Per pool with limits: limit minus what existing nodes use.
+    limit_base: Vec<Option<BTreeMap<String, i64>>>,
+    reserved_sum: Vec<Resources>,
+    reserved_nodes: Vec<i64>,
+    offerings: OfferingIndex,
+    min_cpu: i64,
+    min_memory: i64,
+    claim_seq: Vec<usize>,
+    placed: Vec<Option<usize>>,
+    unschedulable: Vec<Unschedulable>,
+}
+
+/// Whether a type's labels satisfy a requirement (zone and capacity type are per offering).
+fn type_allows(t: &InstanceType, r: &capstan_model::Requirement) -> bool {
+    if r.key == ZONE || r.key == CAPACITY_TYPE {
+        return true;
+    }
+    match t.labels.get(&r.key) {
+        Some(v) => r.has(v),
+        None => {
+            // A well-known label the type does not carry has no value; a custom label is the
+            // NodePool's to define.
+            let type_key = labels::is_well_known(&r.key) && r.key != labels::NODEPOOL && r.key != HOSTNAME;
+            !type_key
+                || matches!(
+                    r.operator(),
+                    capstan_model::requirements::Operator::NotIn | capstan_model::requirements::Operator::DoesNotExist
+                )
+        }
+    }
+}
+
+/// `a + b <= cap`, component-wise, without allocating.
+fn sum_fits(a: &Resources, b: &Resources, cap: &Resources) -> bool {
+    a.cpu + b.cpu <= cap.cpu
+        && a.memory + b.memory <= cap.memory
+        && a.pods + b.pods <= cap.pods
+        && (cap.ephemeral_storage == 0 || a.ephemeral_storage + b.ephemeral_storage <= cap.ephemeral_storage)
+        && b.extended.iter().all(|(k, v)| {
+            a.extended.get(k).copied().unwrap_or(0) + v <= cap.extended.get(k).copied().unwrap_or(0)
+        })
+}
+
+impl<'a> Solver<'a> {
+    fn new(input: SolveInput<'a>, options: SolveOptions) -> Solver<'a> {
+        let types = input.instance_types;
+        let pools = input.nodepools;
+        let offerings = OfferingIndex::new(types);
+
+        // NodePools by weight (heaviest first), then name.
+        let mut pool_order: Vec<usize> = (0..pools.len()).collect();
+        pool_order.sort_by(|&a, &b| pools[b].weight.cmp(&pools[a].weight).then_with(|| pools[a].name.cmp(&pools[b].name)));
+
+        // Instance types each pool can launch, cheapest first.
+        let pool_types: Vec<Vec<u32>> = pools
+            .iter()
+            .map(|p| {
+                let mask = offerings.allowed(&p.requirements);
+                let mut v: Vec<(f64, u32)> = types
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, t)| offerings.masks[*i] & mask != 0 && p.requirements.iter().all(|r| type_allows(t, r)))
+                    .map(|(i, t)| (t.cheapest_offering(&p.requirements).map(|o| o.price).unwrap_or(f64::INFINITY), i as u32))
+                    .collect();
+                v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                v.into_iter().map(|(_, i)| i).collect()
+            })
+            .collect();
+
+        // Daemonset overhead per pool: every DaemonSet that tolerates the pool's taints and
+        // whose node requirements the pool can meet.
+        let overhead = pools
+            .iter()
+            .map(|p| {
+                let mut o = Resources::new();
+                for ds in &input.snapshot.daemonsets {
+                    let mut reqs = ds.node_selector.clone();
+                    if let Some(t) = ds.required_terms.first() {
+                        reqs.add_all(t);
+                    }
+                    if untolerated(&p.taints, &ds.tolerations, false).is_none()
+                        && p.requirements.compatible(&reqs, Undefined::AllowWellKnown).is_ok()
+                    {
+                        o.add(&ds.requests);
+                    }
+                }
+                o
+            })
+            .collect();
+
+        // Existing nodes and in-flight claims become fixed slots.
+        let mut slots = Vec::new();
+        let mut by_name = HashMap::new();
+        for n in &input.snapshot.nodes {
+            let mut max = n.allocatable.clone();
+            if max.pods == 0 {
+                max.pods = DEFAULT_MAX_PODS;
+            }
+            by_name.insert(n.name.clone(), slots.len());
+            slots.push(Slot {
+                name: n.name.clone(),
+                kind: SlotKind::Node,
+                reqs: Requirements::from_labels(&n.labels),
+                undefined: Undefined::Deny,
+                taints: n.taints.clone(),
+                used: Resources::new(),
+                max,
+                options: Vec::new(),
+                pods: Vec::new(),
+                ports: Vec::new(),
+                closed: n.unschedulable,
+                reserved: Resources::new(),
+            });
+        }
+        for c in &input.snapshot.inflight {
+            let mut max = c.allocatable.clone();
+            if max.pods == 0 {
+                max.pods = DEFAULT_MAX_PODS;
+            }
+            let mut l = c.labels.clone();
+            l.entry(HOSTNAME.to_string()).or_insert_with(|| c.name.clone());
+            by_name.insert(c.name.clone(), slots.len());
+            slots.push(Slot {
+                name: c.name.clone(),
+                kind: SlotKind::InFlight,
+                reqs: Requirements::from_labels(&l),
+                undefined: Undefined::Deny,
+                taints: c.taints.clone(),
+                used: Resources::new(),
+                max,
+                options: Vec::new(),
+                pods: Vec::new(),
+                ports: Vec::new(),
+                closed: false,
+                reserved: Resources::new(),
+            });
+        }
+
+        // Bound pods use their nodes.
+        for p in input.snapshot.pods.iter().filter(|p| p.is_active()) {
+            if let Some(&s) = p.node_name.as_ref().and_then(|n| by_name.get(n)) {
+                slots[s].used.add(&p.requests);
+                slots[s].ports.extend(p.host_ports.iter().cloned());
+            }
+        }
+
+        // NodePool limits: what is left after existing nodes and in-flight claims.
+        let limit_base = pools
+            .iter()
+            .map(|p| {
+                if p.limits.is_empty() {
+                    return None;
+                }
+                let mut left = p.limits.clone();
+                let mine = |l: &BTreeMap<String, String>| l.get(labels::NODEPOOL).is_some_and(|n| *n == p.name);
+                let used = input
+                    .snapshot
+                    .nodes
+                    .iter()
+                    .filter(|n| mine(&n.labels))
+                    .map(|n| if n.capacity.is_zero() { &n.allocatable } else { &n.capacity })
+                    .chain(input.snapshot.inflight.iter().filter(|c| c.nodepool == p.name).map(|c| &c.capacity));
+                for cap in used {
+                    for (k, v) in left.iter_mut() {
+                        *v -= if k == "nodes" { 1 } else { cap.get(k) };
+                    }
+                }
+                Some(left)
+            })
+            .collect();
+
+        let min_cpu = input.pending.iter().map(|p| p.requests.cpu).min().unwrap_or(0);
+        let min_memory = input.pending.iter().map(|p| p.requests.memory).min().unwrap_or(0);
+
+        let topo = Topology::new(universe(&input, &pool_types, &offerings));
+        let mut s = Solver {
+            open: (0..slots.len()).filter(|&i| !slots[i].closed).collect(),
+            slots,
+            by_name,
+            topo,
+            groups: Vec::new(),
+            pool_order,
+            pool_types,
+            overhead,
+            limit_base,
+            reserved_sum: vec![Resources::new(); pools.len()],
+            reserved_nodes: vec![0; pools.len()],
+            offerings,
+            min_cpu,
+            min_memory,
+            claim_seq: vec![0; pools.len()],
+            placed: vec![None; input.pending.len()],
+            unschedulable: Vec::new(),
+            input,
+            options,
+        };
+        s.build_groups();
+        s
+    }
+
+    /// Creates every topology group any pod could own, then counts the bound pods.
+    fn build_groups(&mut self) {
+        let pending = self.input.pending;
+        let mut groups = Vec::with_capacity(pending.len());
+        for pod in pending {
+            let mut g = PodGroups::default();
+            let mut filter = pod.node_selector.clone();
+            if pod.required_terms.len() == 1 {
+                filter.add_all(&pod.required_terms[0]);
+            }
+            for s in &pod.spread {
+                let id = self.topo.spread_group(pod, s, &filter);
+                match s.when_unsatisfiable {
+                    WhenUnsatisfiable::DoNotSchedule => g.spread_hard.push(id),
+                    WhenUnsatisfiable::ScheduleAnyway => g.spread_soft.push(id),
+                }
+            }
+            g.req_aff = pod.affinity.iter().map(|t| self.topo.affinity_group(t, false)).collect();
+            g.req_anti = pod.anti_affinity.iter().map(|t| self.topo.affinity_group(t, true)).collect();
+            let mut pa: Vec<_> = pod.preferred_affinity.iter().collect();
+            pa.sort_by_key(|w| std::cmp::Reverse(w.weight));
+            g.pref_aff = pa.iter().map(|w| self.topo.affinity_group(&w.term, false)).collect();
+            let mut pn: Vec<_> = pod.preferred_anti_affinity.iter().collect();
+            pn.sort_by_key(|w| std::cmp::Reverse(w.weight));
+            g.pref_anti = pn.iter().map(|w| self.topo.affinity_group(&w.term, true)).collect();
+            groups.push(g);
+        }
+        // Required anti-affinity of bound pods keeps selected pods out of their domains.
+        let bound: Vec<&Pod> = self
+            .input
+            .snapshot
+            .pods
+            .iter()
+            .filter(|p| p.is_active() && p.node_name.as_ref().is_some_and(|n| self.by_name.contains_key(n)))
+            .collect();
+        let bound_anti: Vec<Vec<usize>> = bound
+            .iter()
+            .map(|p| p.anti_affinity.iter().map(|t| self.topo.affinity_group(t, true)).collect())
+            .collect();
+        for (i, pod) in pending.iter().enumerate() {
+            for (gi, grp) in self.topo.groups.iter().enumerate() {
+                if grp.selects(pod) {
+                    groups[i].selected_by.push(gi);
+                    if matches!(grp.g.kind, crate::topology::Kind::AntiAffinity) {
+                        groups[i].selected_by_anti.push(gi);
+                    }
+                }
+            }
+        }
+        for (p, owner_of) in bound.iter().zip(&bound_anti) {
+            let slot = self.by_name[p.node_name.as_ref().expect("bound")];
+            let selected_by: Vec<usize> = (0..self.topo.groups.len()).filter(|&g| self.topo.groups[g].selects(p)).collect();
+            let sl = &self.slots[slot];
+            self.topo.record(
+                &selected_by,
+                owner_of,
+                slot,
+                |k| sl.reqs.get(k).and_then(|r| r.values().first().cloned()),
+                |g| g.node_counts(&sl.reqs, sl.undefined, &sl.taints),
+            );
+        }
+        self.groups = groups;
+    }
+
+    fn run(&mut self) {
+        let pending = self.input.pending;
+        let mut order: Vec<usize> = (0..pending.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (pa, pb) = (&pending[a].requests, &pending[b].requests);
+            pb.cpu.cmp(&pa.cpu).then(pb.memory.cmp(&pa.memory)).then(a.cmp(&b))
+        });
+        for i in order {
+            let pod = &pending[i];
+            let mut relaxed = Relaxed::default();
+            loop {
+                let reqs = self.pod_requirements(pod, &relaxed);
+                let owned = self.owned(i, &relaxed);
+                let g = &self.groups[i];
+                let topo = self.topo.constraints(pod, &owned, &g.selected_by_anti, &g.selected_by, &reqs);
+                if topo.impossible.is_none() && self.place(i, &reqs, &topo, &owned, relaxed.tolerate_prefer) {
+                    break;
+                }
+                if !self.relax(pod, i, &mut relaxed) {
+                    let reason = self.diagnose(i, &reqs, &topo, relaxed.tolerate_prefer);
+                    self.unschedulable.push(Unschedulable { pod: i, reason });
+                    break;
+                }
+            }
+        }
+    }
+
+    fn pod_requirements(&self, pod: &Pod, r: &Relaxed) -> Requirements {
+        let mut reqs = pod.node_selector.clone();
+        if let Some(t) = pod.required_terms.get(r.term) {
+            reqs.add_all(t);
+        }
+        let mut pref: Vec<_> = pod.preferred_terms.iter().collect();
+        pref.sort_by_key(|w| std::cmp::Reverse(w.weight));
+        if let Some(w) = pref.get(r.pref_node) {
+            reqs.add_all(&w.term);
+        }
+        reqs
+    }
+
+    fn owned(&self, i: usize, r: &Relaxed) -> Owned {
+        let g = &self.groups[i];
+        let mut groups = g.spread_hard.clone();
+        groups.extend(&g.spread_soft[r.soft.min(g.spread_soft.len())..]);
+        groups.extend(&g.req_aff);
+        groups.extend(&g.req_anti);
+        groups.extend(&g.pref_aff[r.pref_aff.min(g.pref_aff.len())..]);
+        groups.extend(&g.pref_anti[r.pref_anti.min(g.pref_anti.len())..]);
+        groups.sort_unstable();
+        groups.dedup();
+        Owned {
+            groups,
+            required_anti: g.req_anti.clone(),
+        }
+    }
+
+    /// One relaxation step, in Karpenter's order. False when nothing is left to relax.
+    fn relax(&self, pod: &Pod, i: usize, r: &mut Relaxed) -> bool {
+        let g = &self.groups[i];
+        if r.term + 1 < pod.required_terms.len() {
+            r.term += 1;
+        } else if r.pref_aff < g.pref_aff.len() {
+            r.pref_aff += 1;
+        } else if r.pref_anti < g.pref_anti.len() {
+            r.pref_anti += 1;
+        } else if r.pref_node < pod.preferred_terms.len() {
+            r.pref_node += 1;
+        } else if r.soft < g.spread_soft.len() {
+            r.soft += 1;
+        } else if !r.tolerate_prefer {
+            r.tolerate_prefer = true;
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// Tries existing slots in order, then a new claim from each pool by weight.
+    fn place(&mut self, i: usize, reqs: &Requirements, topo: &PodTopology, owned: &Owned, tolerate_prefer: bool) -> bool {
+        let pod = &self.input.pending[i];
+        let pools = self.input.nodepools;
+        let pool_ok: Vec<bool> = pools
+            .iter()
+            .map(|p| {
+                untolerated(&p.taints, &pod.tolerations, !tolerate_prefer).is_none()
+                    && p.requirements.compatible(reqs, Undefined::AllowWellKnown).is_ok()
+            })
+            .collect();
+        if self.options.claim_order == ClaimOrder::FewestPodsFirst {
+            let slots = &self.slots;
+            self.open.sort_by_key(|&s| match slots[s].kind {
+                SlotKind::New { .. } => (1, slots[s].pods.len(), s),
+                _ => (0, 0, s),
+            });
+        }
+        let mut found = None;
+        let mut closed_seen = 0;
+        for k in 0..self.open.len() {
+            let s = self.open[k];
+            let slot = &self.slots[s];
+            if slot.closed {
+                closed_seen += 1;
+                continue;
+            }
+            if let SlotKind::New { pool } = slot.kind {
+                if !pool_ok[pool] {
+                    continue;
+                }
+            }
+            if let Ok(fit) = self.fit(s, slot, pod, reqs, topo, tolerate_prefer) {
+                found = Some((s, fit));
+                break;
+            }
+        }
+        if closed_seen * 2 > self.open.len() {
+            let slots = &self.slots;
+            self.open.retain(|&s| !slots[s].closed);
+        }
+        if let Some((s, fit)) = found {
+            self.commit(s, i, fit, owned);
+            return true;
+        }
+        for pi in 0..self.pool_order.len() {
+            let p = self.pool_order[pi];
+            if !pool_ok[p] {
+                continue;
+            }
+            let Some(slot) = self.fresh_slot(p) else { continue };
+            let s = self.slots.len();
+            if let Ok(fit) = self.fit(s, &slot, pod, reqs, topo, tolerate_prefer) {
+                self.claim_seq[p] += 1;
+                self.slots.push(slot);
+                self.open.push(s);
+                self.commit(s, i, fit, owned);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// An empty NodeClaim for a pool, with the types its remaining limits allow.
+    fn fresh_slot(&self, p: usize) -> Option<Slot> {
+        let pool = &self.input.nodepools[p];
+        let types = self.input.instance_types;
+        let mut options = self.pool_types[p].clone();
+        if let Some(base) = &self.limit_base[p] {
+            for (k, limit) in base {
+                let left = if k == "nodes" {
+                    limit - self.reserved_nodes[p]
+                } else {
+                    limit - self.reserved_sum[p].get(k)
+                };
+                if k == "nodes" {
+                    if left < 1 {
+                        return None;
+                    }
+                } else {
+                    options.retain(|&t| types[t as usize].capacity.get(k) <= left);
+                }
+            }
+        }
+        if options.is_empty() {
+            return None;
+        }
+        let mut max = Resources::new();
+        for &t in &options {
+            max.max_with(&types[t as usize].allocatable);
+        }
+        Some(Slot {
+            name: format!("{}-{}", pool.name, self.claim_seq[p]),
+            kind: SlotKind::New { pool: p },
+            reqs: pool.requirements.clone(),
+            undefined: Undefined::AllowWellKnown,
+            taints: pool.taints.clone(),
+            used: self.overhead[p].clone(),
+            max,
+            options,
+            pods: Vec::new(),
+            ports: Vec::new(),
+            closed: false,
+            reserved: Resources::new(),
+        })
+    }
+
+    fn fit(&self, s: usize, slot: &Slot, pod: &Pod, pod_reqs: &Requirements, topo: &PodTopology, tolerate_prefer: bool) -> Result<Fit, Reject> {
+        if slot.closed {
+            return Err(Reject::Closed);
+        }
+        if !sum_fits(&slot.used, &pod.requests, &slot.max) {
+            return Err(Reject::Resources(slot.used.plus(&pod.requests).shortfall(&slot.max).unwrap_or(Shortfall {
+                resource: "resources".into(),
+                requested: 0,
+                available: 0,
+            })));
+        }
+        self.topo.host_ok(&topo.host, s).map_err(Reject::Topology)?;
+        let is_new = matches!(slot.kind, SlotKind::New { .. });
+        if !is_new {
+            if let Some(t) = untolerated(&slot.taints, &pod.tolerations, !tolerate_prefer) {
+                return Err(Reject::Taint(t.clone()));
+            }
+        }
+        if let Some(hp) = pod.host_ports.iter().find(|hp| slot.ports.iter().any(|o| o.conflicts(hp))) {
+            return Err(Reject::HostPort(hp.port));
+        }
+        if !pod_reqs.is_empty() {
+            slot.reqs.compatible(pod_reqs, slot.undefined).map_err(Reject::Requirement)?;
+        }
+        if !is_new {
+            for kc in &topo.keyed {
+                match slot.reqs.get(&kc.key).and_then(|r| r.values().first()) {
+                    Some(v) => {
+                        if kc.allowed.as_ref().is_some_and(|a| !a.contains(v)) {
+                            return Err(Reject::Topology(kc.why.first().copied().unwrap_or(0)));
+                        }
+                    }
+                    None if kc.allowed.is_some() => return Err(Reject::MissingTopologyLabel(kc.key.clone())),
+                    None => {}
+                }
+            }
+            return Ok(Fit { reqs: None, options: None });
+        }
+
+        // A new NodeClaim: narrow its requirements and instance types.
+        let mut new_reqs = None;
+        if !pod_reqs.is_empty() {
+            new_reqs = Some(slot.reqs.intersect(pod_reqs));
+        }
+        for kc in &topo.keyed {
+            let r = new_reqs.as_ref().unwrap_or(&slot.reqs);
+            if r.get(&kc.key).is_some_and(|x| x.len() == Some(1)) {
+                // already pinned: just check it
+                let v = &r.get(&kc.key).expect("checked").values()[0];
+                if kc.allowed.as_ref().is_some_and(|a| !a.contains(v)) {
+                    return Err(Reject::Topology(kc.why.first().copied().unwrap_or(0)));
+                }
+                continue;
+            }
+            let d = self.pick_domain(kc, r).ok_or_else(|| match kc.why.first() {
+                Some(&g) => Reject::Topology(g),
+                None => Reject::MissingTopologyLabel(kc.key.clone()),
+            })?;
+            new_reqs.get_or_insert_with(|| slot.reqs.clone()).add(pin(&kc.key, &d));
+        }
+        let types = self.input.instance_types;
+        let used = slot.used.plus(&pod.requests);
+        let reqs = new_reqs.as_ref().unwrap_or(&slot.reqs);
+        let changed: Vec<&capstan_model::Requirement> = match &new_reqs {
+            Some(n) => n.iter().filter(|r| slot.reqs.get(&r.key) != Some(*r)).collect(),
+            None => Vec::new(),
+        };
+        let mask = if changed.iter().any(|r| r.key == ZONE || r.key == CAPACITY_TYPE) {
+            self.offerings.allowed(reqs)
+        } else {
+            u128::MAX
+        };
+        let options: Vec<u32> = slot
+            .options
+            .iter()
+            .copied()
+            .filter(|&t| {
+                let it = &types[t as usize];
+                used.fits_in(&it.allocatable)
+                    && self.offerings.masks[t as usize] & mask != 0
+                    && changed.iter().all(|r| type_allows(it, r))
+            })
+            .collect();
+        if options.is_empty() {
+            return Err(Reject::NoInstanceType);
+        }
+        for r in reqs.iter() {
+            if let Some(min) = r.min_values {
+                let distinct: BTreeSet<&str> = options
+                    .iter()
+                    .filter_map(|&t| value_of_type(&types[t as usize], &r.key))
+                    .collect();
+                if distinct.len() < min as usize {
+                    return Err(Reject::MinValues {
+                        key: r.key.clone(),
+                        have: distinct.len(),
+                        need: min,
+                    });
+                }
+            }
+        }
+        Ok(Fit {
+            reqs: new_reqs,
+            options: Some(options),
+        })
+    }
+
+    /// The domain a new claim is pinned to for a keyed constraint.
+    fn pick_domain(&self, kc: &KeyConstraint, reqs: &Requirements) -> Option<String> {
+        let universe = self.topo.universe.get(&kc.key)?;
+        self.topo
+            .pick(kc, universe.iter().filter(|d| reqs.allows(&kc.key, d)))
+            .cloned()
+    }
+
+    fn commit(&mut self, s: usize, i: usize, fit: Fit, owned: &Owned) {
+        let pod = &self.input.pending[i];
+        let types = self.input.instance_types;
+        {
+            let slot = &mut self.slots[s];
+            slot.used.add(&pod.requests);
+            slot.pods.push(i);
+            slot.ports.extend(pod.host_ports.iter().cloned());
+            if let Some(r) = fit.reqs {
+                slot.reqs = r;
+            }
+            if let Some(o) = fit.options {
+                if o.len() != slot.options.len() {
+                    let mut max = Resources::new();
+                    for &t in &o {
+                        max.max_with(&types[t as usize].allocatable);
+                    }
+                    slot.max = max;
+                }
+                slot.options = o;
+            }
+        }
+        if let SlotKind::New { pool } = self.slots[s].kind {
+            if self.limit_base[pool].is_some() {
+                let mut reserved = Resources::new();
+                for &t in &self.slots[s].options {
+                    reserved.max_with(&types[t as usize].capacity);
+                }
+                let first = self.slots[s].pods.len() == 1;
+                let old = std::mem::replace(&mut self.slots[s].reserved, reserved.clone());
+                self.reserved_sum[pool].sub(&old);
+                self.reserved_sum[pool].add(&reserved);
+                if first {
+                    self.reserved_nodes[pool] += 1;
+                }
+            }
+        }
+        let slot = &self.slots[s];
+        let g = &self.groups[i];
+        let owner_of: Vec<usize> = owned.required_anti.clone();
+        self.topo.record(
+            &g.selected_by,
+            &owner_of,
+            s,
+            |k| slot.reqs.get(k).filter(|r| r.len() == Some(1)).map(|r| r.values()[0].clone()),
+            |grp| grp.node_counts(&slot.reqs, slot.undefined, &slot.taints),
+        );
+        let remaining_cpu = slot.max.cpu - slot.used.cpu;
+        let remaining_mem = slot.max.memory - slot.used.memory;
+        if slot.max.pods - slot.used.pods < 1 || remaining_cpu < self.min_cpu || remaining_mem < self.min_memory {
+            self.slots[s].closed = true;
+        }
+        self.placed[i] = Some(s);
+    }
+
+    /// A reason a person can act on, naming the blocking constraint.
+    fn diagnose(&self, i: usize, reqs: &Requirements, topo: &PodTopology, tolerate_prefer: bool) -> String {
+        let pod = &self.input.pending[i];
+        if let Some(msg) = &topo.impossible {
+            return msg.clone();
+        }
+        let mut parts = Vec::new();
+        // Existing nodes and in-flight claims, summarized like kube-scheduler does.
+        let fixed: Vec<usize> = (0..self.slots.len())
+            .filter(|&s| !matches!(self.slots[s].kind, SlotKind::New { .. }))
+            .collect();
+        if !fixed.is_empty() {
+            let mut why: BTreeMap<String, usize> = BTreeMap::new();
+            for &s in &fixed {
+                let slot = &self.slots[s];
+                let r = if slot.closed && !sum_fits(&slot.used, &pod.requests, &slot.max) {
+                    Err(Reject::Resources(slot.used.plus(&pod.requests).shortfall(&slot.max).unwrap_or(Shortfall {
+                        resource: "pods".into(),
+                        requested: 0,
+                        available: 0,
+                    })))
+                } else {
+                    let mut open = slot.clone();
+                    open.closed = false;
+                    self.fit(s, &open, pod, reqs, topo, tolerate_prefer).map(|_| ())
+                };
+                if let Err(r) = r {
+                    let text = match &r {
+                        Reject::Resources(sf) => format!("insufficient {}", sf.resource),
+                        other => self.reject_text(other, reqs),
+                    };
+                    *why.entry(text).or_insert(0) += 1;
+                }
+            }
+            let summary: Vec<String> = why.iter().map(|(t, n)| format!("{n} {t}")).collect();
+            parts.push(format!("0/{} nodes fit ({})", fixed.len(), summary.join(", ")));
+        }
+        if self.input.nodepools.is_empty() {
+            parts.push("no NodePool to launch from".into());
+        }
+        for &p in &self.pool_order {
+            let pool = &self.input.nodepools[p];
+            let text = if let Some(t) = untolerated(&pool.taints, &pod.tolerations, !tolerate_prefer) {
+                format!("untolerated taint {t}")
+            } else if let Err(e) = pool.requirements.compatible(reqs, Undefined::AllowWellKnown) {
+                e.to_string()
+            } else {
+                match self.fresh_slot(p) {
+                    None => self.limits_text(p),
+                    Some(slot) => match self.fit(self.slots.len(), &slot, pod, reqs, topo, tolerate_prefer) {
+                        Ok(_) => "fits, but lost to an earlier pod's choice".into(),
+                        Err(Reject::NoInstanceType | Reject::Resources(_)) => self.no_type_text(p, &slot, pod, reqs),
+                        Err(r) => self.reject_text(&r, reqs),
+                    },
+                }
+            };
+            parts.push(format!("nodepool {}: {text}", pool.name));
+        }
+        parts.join("; ")
+    }
+
+    fn reject_text(&self, r: &Reject, _reqs: &Requirements) -> String {
+        match r {
+            Reject::Topology(g) => format!("{} would be violated", self.topo.groups[*g].describe()),
+            Reject::MissingTopologyLabel(k) => format!("no label {k} for topology"),
+            Reject::Resources(s) => format!("insufficient {s}"),
+            Reject::Taint(t) => format!("untolerated taint {t}"),
+            Reject::HostPort(p) => format!("host port {p} in use"),
+            Reject::Requirement(e) => e.to_string(),
+            Reject::NoInstanceType => "no instance type fits".into(),
+            Reject::MinValues { key, have, need } => format!("minValues for {key}: {have} of {need} values left"),
+            Reject::Closed => "full".into(),
+        }
+    }
+
+    fn limits_text(&self, p: usize) -> String {
+        let pool = &self.input.nodepools[p];
+        let limits: Vec<String> = pool.limits.iter().map(|(k, v)| format!("{k}={}", format_amount(k, *v))).collect();
+        format!("limits reached ({})", limits.join(", "))
+    }
+
+    /// Why no instance type of a pool holds the pod.
+    fn no_type_text(&self, p: usize, slot: &Slot, pod: &Pod, reqs: &Requirements) -> String {
+        let types = self.input.instance_types;
+        let all = slot.reqs.intersect(reqs);
+        let mask = self.offerings.allowed(&all);
+        let matching: Vec<&InstanceType> = slot
+            .options
+            .iter()
+            .map(|&t| t as usize)
+            .filter(|&t| self.offerings.masks[t] & mask != 0 && all.iter().all(|r| type_allows(&types[t], r)))
+            .map(|t| &types[t])
+            .collect();
+        if matching.is_empty() {
+            return format!("no instance type matches {reqs}");
+        }
+        let mut max = Resources::new();
+        for t in &matching {
+            max.max_with(&t.allocatable);
+        }
+        let overhead = &self.overhead[p];
+        let need = overhead.plus(&pod.requests);
+        if let Some(sf) = need.shortfall(&max) {
+            let alone = pod.requests.shortfall(&max).is_none();
+            let tail = if alone && !overhead.is_zero() {
+                format!(" after daemonset overhead {overhead}")
+            } else {
+                String::new()
+            };
+            return format!(
+                "no instance type has enough {}: needs {}, largest offers {}{tail}",
+                sf.resource,
+                format_amount(&sf.resource, sf.requested),
+                format_amount(&sf.resource, sf.available)
+            );
+        }
+        format!("no single instance type has all of {need}")
+    }
+
+    fn into_plan(self) -> Plan {
+        let types = self.input.instance_types;
+        let mut plan = Plan::default();
+        for slot in &self.slots {
+            match slot.kind {
+                SlotKind::New { pool } => {
+                    let offering = slot
+                        .options
+                        .iter()
+                        .filter_map(|&t| types[t as usize].cheapest_offering(&slot.reqs).map(|o| (t, o)))
+                        .min_by(|a, b| a.1.price.total_cmp(&b.1.price).then(a.0.cmp(&b.0)))
+                        .map(|(t, o)| ChosenOffering {
+                            instance_type: t as usize,
+                            zone: o.zone.clone(),
+                            capacity_type: o.capacity_type.clone(),
+                            price: o.price,
+                        })
+                        .expect("a new claim keeps only types with an allowed offering");
+                    let mut opts: Vec<(f64, usize)> = slot
+                        .options
+                        .iter()
+                        .map(|&t| {
+                            (
+                                types[t as usize].cheapest_offering(&slot.reqs).map(|o| o.price).unwrap_or(f64::INFINITY),
+                                t as usize,
+                            )
+                        })
+                        .collect();
+                    opts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    plan.new_claims.push(NewClaim {
+                        name: slot.name.clone(),
+                        nodepool: self.input.nodepools[pool].name.clone(),
+                        requirements: slot.reqs.clone(),
+                        pods: slot.pods.clone(),
+                        requests: slot.used.clone(),
+                        instance_types: opts.into_iter().map(|(_, t)| t).collect(),
+                        offering,
+                    });
+                }
+                _ => {
+                    if !slot.pods.is_empty() {
+                        plan.existing.push(Binding {
+                            node: slot.name.clone(),
+                            pods: slot.pods.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        let mut un = self.unschedulable;
+        un.sort_by_key(|u| u.pod);
+        plan.unschedulable = un;
+        plan
+    }
+}
+
+/// A type's value for a label key, offerings aside.
+fn value_of_type<'t>(t: &'t InstanceType, key: &str) -> Option<&'t str> {
+    t.labels.get(key).map(String::as_str)
+}
+
+/// Every domain value a node could have, per topology key the pods use.
+fn universe(input: &SolveInput<'_>, pool_types: &[Vec<u32>], _offerings: &OfferingIndex) -> BTreeMap<String, Vec<String>> {
+    let mut keys: BTreeSet<String> = BTreeSet::new();
+    for p in input.pending.iter().chain(input.snapshot.pods.iter()) {
+        keys.extend(p.spread.iter().map(|s| s.topology_key.clone()));
+        for t in p.affinity.iter().chain(&p.anti_affinity) {
+            keys.insert(t.topology_key.clone());
+        }
+        for w in p.preferred_affinity.iter().chain(&p.preferred_anti_affinity) {
+            keys.insert(w.term.topology_key.clone());
+        }
+    }
+    keys.remove(HOSTNAME);
+    let mut out = BTreeMap::new();
+    for key in keys {
+        let mut vals: BTreeSet<String> = BTreeSet::new();
+        for (p, pool) in input.nodepools.iter().enumerate() {
+            collect_pool_values(pool, &pool_types[p], input.instance_types, &key, &mut vals);
+        }
+        for n in &input.snapshot.nodes {
+            if let Some(v) = n.labels.get(&key) {
+                vals.insert(v.clone());
+            }
+        }
+        for c in &input.snapshot.inflight {
+            if let Some(v) = c.labels.get(&key) {
+                vals.insert(v.clone());
+            }
+        }
+        out.insert(key, vals.into_iter().collect());
+    }
+    out
+}
+
+fn collect_pool_values(pool: &NodePool, types: &[u32], all: &[InstanceType], key: &str, out: &mut BTreeSet<String>) {
+    if let Some(v) = pool.labels.get(key) {
+        out.insert(v.clone());
+        return;
+    }
+    if let Some(r) = pool.requirements.get(key) {
+        if !r.is_complement() && key != ZONE && key != CAPACITY_TYPE && !labels::is_well_known(key) {
+            out.extend(r.values().iter().cloned());
+            return;
+        }
+    }
+    for &t in types {
+        let t = &all[t as usize];
+        if key == ZONE || key == CAPACITY_TYPE {
+            for o in t.offerings.iter().filter(|o| o.available) {
+                let v = if key == ZONE { &o.zone } else { &o.capacity_type };
+                if pool.requirements.allows(ZONE, &o.zone) && pool.requirements.allows(CAPACITY_TYPE, &o.capacity_type) {
+                    out.insert(v.clone());
+                }
+            }
+        } else if let Some(v) = t.labels.get(key) {
+            if pool.requirements.allows(key, v) {
+                out.insert(v.clone());
+            }
+        }
+    }
+}

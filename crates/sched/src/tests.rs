@@ -1,0 +1,826 @@
+//! Behaviour of the scheduling simulation, one predicate or relaxation step at a time.
+
+use super::*;
+use capstan_model::catalog::Offering;
+use capstan_model::convert;
+use capstan_model::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, ZONE};
+use capstan_model::nodepool::NodePoolObject;
+use capstan_model::requirements::Undefined;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+
+/// An instance type with `cpu` vCPUs (all allocatable), `mem` GiB, `pods` max pods, on-demand in
+/// three zones at `price`.
+fn itype(name: &str, cpu: i64, mem_gib: i64, pods: i64, price: f64) -> InstanceType {
+    let mut labels = BTreeMap::new();
+    labels.insert(INSTANCE_TYPE.to_string(), name.to_string());
+    labels.insert(ARCH.to_string(), "amd64".to_string());
+    labels.insert("kubernetes.io/os".to_string(), "linux".to_string());
+    labels.insert("capstan.dev/instance-family".to_string(), name.split('.').next().unwrap().to_string());
+    let alloc = Resources {
+        cpu: cpu * 1000,
+        memory: mem_gib << 30,
+        pods,
+        ..Default::default()
+    };
+    InstanceType {
+        name: name.to_string(),
+        requirements: Requirements::from_labels(&labels),
+        labels,
+        capacity: alloc.clone(),
+        allocatable: alloc,
+        offerings: ZONES
+            .iter()
+            .map(|z| Offering {
+                zone: z.to_string(),
+                capacity_type: "on-demand".into(),
+                price,
+                available: true,
+            })
+            .collect(),
+    }
+}
+
+fn catalog() -> Vec<InstanceType> {
+    vec![
+        itype("m.large", 2, 8, 29, 0.10),
+        itype("m.xlarge", 4, 16, 58, 0.20),
+        itype("m.2xlarge", 8, 32, 58, 0.40),
+        itype("m.4xlarge", 16, 64, 234, 0.80),
+    ]
+}
+
+fn pool(spec: Value) -> NodePool {
+    let name = spec.get("name").and_then(Value::as_str).unwrap_or("default").to_string();
+    let mut body = spec.clone();
+    body.as_object_mut().unwrap().remove("name");
+    let obj: NodePoolObject = serde_json::from_value(json!({
+        "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": name},
+        "spec": body
+    }))
+    .unwrap();
+    NodePool::compile(&obj).unwrap()
+}
+
+fn default_pool() -> NodePool {
+    NodePool::default_pool()
+}
+
+/// A pod from a (partial) Kubernetes pod spec; `cpu` millicores and `mem` MiB go on one container.
+fn pod(name: &str, cpu: i64, mem: i64, labels: Value, spec: Value) -> Pod {
+    let mut s = spec.as_object().cloned().unwrap_or_default();
+    s.insert(
+        "containers".into(),
+        json!([{"name": "app", "resources": {"requests": {"cpu": format!("{cpu}m"), "memory": format!("{mem}Mi")}}}]),
+    );
+    let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": Value::Object(s)
+    }))
+    .unwrap();
+    convert::pod(&p, &mut Vec::new()).unwrap()
+}
+
+fn plain(name: &str, cpu: i64, mem: i64) -> Pod {
+    pod(name, cpu, mem, json!({}), json!({}))
+}
+
+fn node(name: &str, zone: &str, cpu: i64, mem_gib: i64, extra: Value) -> capstan_model::Node {
+    let mut labels = json!({"topology.kubernetes.io/zone": zone, "kubernetes.io/hostname": name, "kubernetes.io/arch": "amd64"});
+    if let Some(e) = extra.get("labels").and_then(Value::as_object) {
+        for (k, v) in e {
+            labels[k] = v.clone();
+        }
+    }
+    let n: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": extra.get("taints").cloned().unwrap_or(json!([])), "unschedulable": extra.get("unschedulable").cloned().unwrap_or(json!(false))},
+        "status": {"allocatable": {"cpu": cpu.to_string(), "memory": format!("{mem_gib}Gi"), "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap();
+    convert::node(&n).unwrap()
+}
+
+fn bound(mut p: Pod, node: &str) -> Pod {
+    p.node_name = Some(node.to_string());
+    p.phase = capstan_model::pod::PodPhase::Running;
+    p
+}
+
+struct World {
+    snapshot: Snapshot,
+    pools: Vec<NodePool>,
+    types: Vec<InstanceType>,
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            snapshot: Snapshot::default(),
+            pools: vec![default_pool()],
+            types: catalog(),
+        }
+    }
+
+    fn solve(&self, pending: &[Pod]) -> Plan {
+        let plan = solve(
+            SolveInput {
+                snapshot: &self.snapshot,
+                pending,
+                nodepools: &self.pools,
+                instance_types: &self.types,
+            },
+            &SolveOptions::default(),
+        );
+        check_each_pod_once(&plan, pending.len());
+        plan
+    }
+}
+
+fn check_each_pod_once(plan: &Plan, n: usize) {
+    let mut seen = vec![0; n];
+    for b in &plan.existing {
+        b.pods.iter().for_each(|&p| seen[p] += 1);
+    }
+    for c in &plan.new_claims {
+        c.pods.iter().for_each(|&p| seen[p] += 1);
+    }
+    for u in &plan.unschedulable {
+        seen[u.pod] += 1;
+    }
+    assert!(seen.iter().all(|&c| c == 1), "every pending pod appears exactly once: {seen:?}");
+}
+
+/// Where each pod went: node or claim name, or "-" if unschedulable.
+fn placement(plan: &Plan, n: usize) -> Vec<String> {
+    let mut out = vec!["-".to_string(); n];
+    for b in &plan.existing {
+        b.pods.iter().for_each(|&p| out[p] = b.node.clone());
+    }
+    for c in &plan.new_claims {
+        c.pods.iter().for_each(|&p| out[p] = c.name.clone());
+    }
+    out
+}
+
+fn zone_of(plan: &Plan, claim: &str) -> String {
+    let c = plan.new_claims.iter().find(|c| c.name == claim).unwrap();
+    c.offering.zone.clone()
+}
+
+fn reason(plan: &Plan, pod: usize) -> String {
+    plan.unschedulable
+        .iter()
+        .find(|u| u.pod == pod)
+        .map(|u| u.reason.clone())
+        .unwrap_or_else(|| panic!("pod {pod} was expected to be unschedulable: {plan:#?}"))
+}
+
+#[test]
+fn pods_go_to_existing_nodes_before_new_claims() {
+    let mut w = World::new();
+    w.snapshot.nodes.push(node("n1", ZONES[0], 4, 16, json!({})));
+    w.snapshot.pods.push(bound(plain("old", 3000, 1024), "n1"));
+    let plan = w.solve(&[plain("a", 500, 512), plain("b", 1500, 512)]);
+    assert_eq!(placement(&plan, 2), vec!["n1".to_string(), "default-0".to_string()], "only 1 CPU is free on n1");
+}
+
+#[test]
+fn in_flight_claims_take_pods_before_new_claims() {
+    let mut w = World::new();
+    w.snapshot.inflight.push(InFlight {
+        name: "default-abc".into(),
+        nodepool: "default".into(),
+        labels: [(ZONE.to_string(), ZONES[1].to_string()), (ARCH.to_string(), "amd64".to_string())].into_iter().collect(),
+        taints: vec![],
+        allocatable: Resources {
+            cpu: 2000,
+            memory: 8 << 30,
+            pods: 29,
+            ..Default::default()
+        },
+        capacity: Resources::default(),
+    });
+    let plan = w.solve(&[plain("a", 1000, 512)]);
+    assert_eq!(plan.existing[0].node, "default-abc");
+    assert!(plan.new_claims.is_empty());
+}
+
+#[test]
+fn new_claims_take_the_cheapest_type_that_holds_their_pods() {
+    let w = World::new();
+    let plan = w.solve(&[plain("a", 3000, 1024)]);
+    let c = &plan.new_claims[0];
+    assert_eq!(w.types[c.offering.instance_type].name, "m.xlarge");
+    assert_eq!(c.offering.price, 0.20);
+    let names: Vec<&str> = c.instance_types.iter().map(|&t| w.types[t].name.as_str()).collect();
+    assert_eq!(names, vec!["m.xlarge", "m.2xlarge", "m.4xlarge"], "options kept for the planner, cheapest first");
+}
+
+#[test]
+fn pods_share_a_claim_until_its_largest_type_is_full() {
+    let w = World::new();
+    let pods: Vec<Pod> = (0..5).map(|i| plain(&format!("p{i}"), 4000, 1024)).collect();
+    let plan = w.solve(&pods);
+    // 16 CPU is the largest type: four pods of 4 CPU fill it, the fifth opens a second claim.
+    assert_eq!(plan.new_claims.len(), 2);
+    assert_eq!(plan.new_claims[0].pods.len(), 4);
+    assert_eq!(w.types[plan.new_claims[0].offering.instance_type].name, "m.4xlarge");
+}
+
+#[test]
+fn max_pods_limits_a_node_even_when_cpu_is_free() {
+    let mut w = World::new();
+    w.types = vec![itype("t.small", 64, 64, 3, 0.1)];
+    let pods: Vec<Pod> = (0..5).map(|i| plain(&format!("p{i}"), 10, 10)).collect();
+    let plan = w.solve(&pods);
+    assert_eq!(plan.new_claims.len(), 2);
+    assert_eq!(plan.new_claims[0].pods.len(), 3);
+}
+
+#[test]
+fn daemonset_overhead_can_make_a_type_too_small() {
+    let mut w = World::new();
+    w.snapshot.daemonsets.push(plain("ds", 500, 128));
+    let plan = w.solve(&[plain("a", 1800, 512)]);
+    // 1.8 CPU alone fits m.large (2 CPU); with 0.5 CPU of daemonsets it does not.
+    assert_eq!(w.types[plan.new_claims[0].offering.instance_type].name, "m.xlarge");
+    assert_eq!(plan.new_claims[0].requests.cpu, 2300);
+}
+
+#[test]
+fn daemonsets_that_do_not_tolerate_a_pools_taint_add_no_overhead_there() {
+    let mut w = World::new();
+    w.pools = vec![pool(json!({"template": {"spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}}}))];
+    w.snapshot.daemonsets.push(plain("ds", 500, 128));
+    let p = pod("a", 1800, 512, json!({}), json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}));
+    let plan = w.solve(&[p]);
+    assert_eq!(w.types[plan.new_claims[0].offering.instance_type].name, "m.large");
+}
+
+#[test]
+fn a_pod_too_large_for_every_type_gets_a_precise_reason() {
+    let w = World::new();
+    let plan = w.solve(&[plain("huge", 512_000, 1024)]);
+    assert_eq!(
+        reason(&plan, 0),
+        "nodepool default: no instance type has enough cpu: needs 512, largest offers 16"
+    );
+}
+
+#[test]
+fn a_reason_mentions_daemonset_overhead_when_it_is_the_cause() {
+    let mut w = World::new();
+    w.snapshot.daemonsets.push(plain("ds", 500, 128));
+    let plan = w.solve(&[plain("big", 15_800, 1024)]);
+    let r = reason(&plan, 0);
+    assert!(r.contains("after daemonset overhead"), "{r}");
+}
+
+#[test]
+fn node_selectors_and_taints_block_with_reasons() {
+    struct Case {
+        name: &'static str,
+        pools: Vec<NodePool>,
+        pod: Pod,
+        want: &'static str,
+    }
+    let tainted = pool(json!({"template": {"spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]}}}));
+    let cases = vec![
+        Case {
+            name: "arch the pool does not allow",
+            pools: vec![default_pool()],
+            pod: pod("a", 100, 100, json!({}), json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}})),
+            want: "nodepool default: requirement kubernetes.io/arch In [arm64] conflicts with kubernetes.io/arch In [amd64]",
+        },
+        Case {
+            name: "a custom label no pool defines",
+            pools: vec![default_pool()],
+            pod: pod("a", 100, 100, json!({}), json!({"nodeSelector": {"team": "x"}})),
+            want: "nodepool default: requirement team In [x] names label \"team\", which is not defined",
+        },
+        Case {
+            name: "a taint the pod does not tolerate",
+            pools: vec![tainted],
+            pod: plain("a", 100, 100),
+            want: "nodepool default: untolerated taint gpu=true:NoSchedule",
+        },
+        Case {
+            name: "spot asked of an on-demand pool",
+            pools: vec![default_pool()],
+            pod: pod("a", 100, 100, json!({}), json!({"nodeSelector": {"karpenter.sh/capacity-type": "spot"}})),
+            want: "nodepool default: requirement capstan.dev/capacity-type In [spot] conflicts with capstan.dev/capacity-type In [on-demand]",
+        },
+    ];
+    for c in cases {
+        let mut w = World::new();
+        w.pools = c.pools;
+        let plan = w.solve(std::slice::from_ref(&c.pod));
+        assert_eq!(reason(&plan, 0), c.want, "{}", c.name);
+    }
+}
+
+#[test]
+fn tolerated_taints_and_startup_taints_do_not_block() {
+    let mut w = World::new();
+    w.pools = vec![pool(json!({"template": {"spec": {
+        "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}],
+        "startupTaints": [{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}]}}}))];
+    let p = pod("a", 100, 100, json!({}), json!({"tolerations": [{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]}));
+    let plan = w.solve(&[p]);
+    assert_eq!(plan.new_claims.len(), 1);
+}
+
+#[test]
+fn existing_node_taints_and_cordons_keep_pods_off() {
+    let mut w = World::new();
+    w.snapshot.nodes.push(node("tainted", ZONES[0], 8, 32, json!({"taints": [{"key": "x", "effect": "NoSchedule"}]})));
+    w.snapshot.nodes.push(node("cordoned", ZONES[0], 8, 32, json!({"unschedulable": true})));
+    let plan = w.solve(&[plain("a", 100, 100)]);
+    assert!(plan.existing.is_empty());
+    assert_eq!(plan.new_claims.len(), 1);
+}
+
+#[test]
+fn node_affinity_terms_are_ored_and_tried_in_turn() {
+    let w = World::new();
+    let p = pod(
+        "a",
+        100,
+        100,
+        json!({}),
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]},
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1c"]}]}
+        ]}}}}),
+    );
+    let plan = w.solve(&[p]);
+    assert_eq!(plan.new_claims[0].offering.zone, "us-east-1c");
+}
+
+#[test]
+fn preferred_node_affinity_is_honoured_when_possible_and_dropped_when_not() {
+    let w = World::new();
+    let prefer = |zone: &str| {
+        json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}}]}}})
+    };
+    let plan = w.solve(&[pod("a", 100, 100, json!({}), prefer("us-east-1b"))]);
+    assert_eq!(plan.new_claims[0].offering.zone, "us-east-1b");
+    let plan = w.solve(&[pod("a", 100, 100, json!({}), prefer("eu-west-1a"))]);
+    assert_eq!(plan.new_claims.len(), 1, "an impossible preference is relaxed");
+}
+
+#[test]
+fn hostname_anti_affinity_puts_each_pod_on_its_own_node() {
+    let w = World::new();
+    let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
+    let pods: Vec<Pod> = (0..4).map(|i| pod(&format!("db-{i}"), 100, 100, json!({"app": "db"}), anti.clone())).collect();
+    let plan = w.solve(&pods);
+    assert_eq!(plan.new_claims.len(), 4);
+}
+
+#[test]
+fn anti_affinity_of_a_running_pod_keeps_selected_pods_away() {
+    let mut w = World::new();
+    w.snapshot.nodes.push(node("n1", ZONES[0], 8, 32, json!({})));
+    let guard = pod(
+        "guard",
+        100,
+        100,
+        json!({"app": "guard"}),
+        json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}}),
+    );
+    w.snapshot.pods.push(bound(guard, "n1"));
+    let plan = w.solve(&[pod("web", 100, 100, json!({"app": "web"}), json!({})), plain("other", 100, 100)]);
+    assert_eq!(placement(&plan, 2), vec!["default-0".to_string(), "n1".to_string()]);
+}
+
+#[test]
+fn zonal_spread_balances_new_pods_across_zones() {
+    let w = World::new();
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
+    let pods: Vec<Pod> = (0..6).map(|i| pod(&format!("web-{i}"), 100, 100, json!({"app": "web"}), spread.clone())).collect();
+    let plan = w.solve(&pods);
+    let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &plan.new_claims {
+        *per_zone.entry(c.offering.zone.clone()).or_default() += c.pods.len();
+    }
+    assert_eq!(per_zone.values().copied().collect::<Vec<_>>(), vec![2, 2, 2], "{per_zone:?}");
+}
+
+#[test]
+fn existing_pods_count_in_spread_domains() {
+    let mut w = World::new();
+    w.snapshot.nodes.push(node("n1", ZONES[0], 1, 4, json!({})));
+    for i in 0..2 {
+        w.snapshot.pods.push(bound(pod(&format!("old-{i}"), 100, 100, json!({"app": "web"}), json!({})), "n1"));
+    }
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
+    let pods: Vec<Pod> = (0..4).map(|i| pod(&format!("web-{i}"), 100, 100, json!({"app": "web"}), spread.clone())).collect();
+    let plan = w.solve(&pods);
+    let mut per_zone: BTreeMap<String, usize> = [(ZONES[0].to_string(), 2)].into_iter().collect();
+    for c in &plan.new_claims {
+        *per_zone.entry(c.offering.zone.clone()).or_default() += c.pods.len();
+    }
+    for b in &plan.existing {
+        *per_zone.entry(ZONES[0].to_string()).or_default() += b.pods.len();
+    }
+    assert_eq!(per_zone.values().copied().collect::<Vec<_>>(), vec![2, 2, 2], "zone a already had two: {per_zone:?}");
+}
+
+#[test]
+fn min_domains_treats_the_global_minimum_as_zero_until_enough_domains_exist() {
+    let w = World::new();
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "minDomains": 5, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
+    let pods: Vec<Pod> = (0..4).map(|i| pod(&format!("web-{i}"), 100, 100, json!({"app": "web"}), spread.clone())).collect();
+    let plan = w.solve(&pods);
+    // Three zones < minDomains 5: each zone takes at most maxSkew pods.
+    assert_eq!(plan.new_claims.iter().map(|c| c.pods.len()).sum::<usize>(), 3);
+    let r = reason(&plan, 3);
+    assert!(r.contains("topology spread on topology.kubernetes.io/zone (maxSkew 1 minDomains 5"), "{r}");
+}
+
+#[test]
+fn hostname_spread_limits_pods_per_node_to_max_skew() {
+    let w = World::new();
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
+    let pods: Vec<Pod> = (0..5).map(|i| pod(&format!("web-{i}"), 100, 100, json!({"app": "web"}), spread.clone())).collect();
+    let plan = w.solve(&pods);
+    assert_eq!(plan.new_claims.iter().map(|c| c.pods.len()).collect::<Vec<_>>(), vec![2, 2, 1]);
+}
+
+#[test]
+fn spread_and_anti_affinity_hold_together() {
+    let w = World::new();
+    let spec = json!({
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "kafka"}}}],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "kafka"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
+    let pods: Vec<Pod> = (0..6).map(|i| pod(&format!("k-{i}"), 100, 100, json!({"app": "kafka"}), spec.clone())).collect();
+    let plan = w.solve(&pods);
+    assert_eq!(plan.new_claims.len(), 6, "one node each");
+    let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &plan.new_claims {
+        *per_zone.entry(zone_of(&plan, &c.name)).or_default() += 1;
+    }
+    assert_eq!(per_zone.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+}
+
+#[test]
+fn schedule_anyway_spread_is_relaxed_when_it_cannot_hold() {
+    let mut w = World::new();
+    w.pools = vec![pool(json!({"template": {"spec": {"requirements": [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}}}))];
+    let soft = |when: &str| {
+        json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": when, "labelSelector": {"matchLabels": {"app": "web"}}}]})
+    };
+    // Only zone a can be launched, but zone b has a node with a pod: the skew would reach 2.
+    w.snapshot.nodes.push(node("nb", ZONES[1], 1, 1, json!({})));
+    w.snapshot.pods.push(bound(pod("b0", 900, 100, json!({"app": "x"}), json!({})), "nb"));
+    w.snapshot.pods.push(bound(pod("b1", 10, 10, json!({"app": "web"}), json!({})), "nb"));
+    let pods: Vec<Pod> = (0..3).map(|i| pod(&format!("w{i}"), 200, 100, json!({"app": "web"}), soft("ScheduleAnyway"))).collect();
+    let plan = w.solve(&pods);
+    assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+    let pods: Vec<Pod> = (0..3).map(|i| pod(&format!("w{i}"), 200, 100, json!({"app": "web"}), soft("DoNotSchedule"))).collect();
+    let plan = w.solve(&pods);
+    assert_eq!(plan.unschedulable.len(), 1, "DoNotSchedule holds: a gets 2 while b has 1");
+}
+
+#[test]
+fn zonal_pod_affinity_keeps_pods_in_the_first_pods_zone() {
+    let w = World::new();
+    let aff = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}});
+    let pods: Vec<Pod> = (0..6).map(|i| pod(&format!("c{i}"), 6000, 100, json!({"app": "cache"}), aff.clone())).collect();
+    let plan = w.solve(&pods);
+    let zones: BTreeSet<String> = plan.new_claims.iter().map(|c| c.offering.zone.clone()).collect();
+    assert!(plan.new_claims.len() > 1);
+    assert_eq!(zones.len(), 1, "{zones:?}");
+}
+
+#[test]
+fn affinity_to_pods_that_do_not_exist_is_unschedulable_with_a_reason() {
+    let w = World::new();
+    let aff = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
+    let plan = w.solve(&[pod("web", 100, 100, json!({"app": "web"}), aff)]);
+    assert_eq!(reason(&plan, 0), "pod affinity on kubernetes.io/hostname (selector app=db): no pod matches the selector");
+}
+
+#[test]
+fn hostname_affinity_joins_the_node_of_the_selected_pod() {
+    let mut w = World::new();
+    w.snapshot.nodes.push(node("n1", ZONES[0], 8, 32, json!({})));
+    w.snapshot.nodes.push(node("n2", ZONES[1], 8, 32, json!({})));
+    w.snapshot.pods.push(bound(pod("db", 100, 100, json!({"app": "db"}), json!({})), "n2"));
+    let aff = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
+    let plan = w.solve(&[pod("web", 100, 100, json!({"app": "web"}), aff)]);
+    assert_eq!(placement(&plan, 1), vec!["n2".to_string()]);
+}
+
+#[test]
+fn preferred_anti_affinity_is_relaxed_when_the_pool_is_at_its_node_limit() {
+    let mut w = World::new();
+    w.pools = vec![pool(json!({"template": {"spec": {}}, "limits": {"nodes": 1}}))];
+    let pref = json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}}]}}});
+    let pods: Vec<Pod> = (0..2).map(|i| pod(&format!("w{i}"), 100, 100, json!({"app": "web"}), pref.clone())).collect();
+    let plan = w.solve(&pods);
+    assert_eq!(plan.new_claims.len(), 1);
+    assert_eq!(plan.new_claims[0].pods.len(), 2);
+}
+
+#[test]
+fn prefer_no_schedule_taints_are_avoided_then_tolerated() {
+    let mut w = World::new();
+    w.pools = vec![
+        pool(json!({"name": "soft", "weight": 50, "template": {"spec": {"taints": [{"key": "spot", "effect": "PreferNoSchedule"}]}}})),
+        pool(json!({"name": "plain", "template": {"spec": {}}})),
+    ];
+    let plan = w.solve(&[plain("a", 100, 100)]);
+    assert_eq!(plan.new_claims[0].nodepool, "plain", "the untainted pool wins despite its lower weight");
+    w.pools.truncate(1);
+    let plan = w.solve(&[plain("a", 100, 100)]);
+    assert_eq!(plan.new_claims[0].nodepool, "soft", "with no other choice the taint is tolerated");
+}
+
+#[test]
+fn host_ports_keep_pods_apart() {
+    let w = World::new();
+    let hp = |name: &str| {
+        let mut p = plain(name, 100, 100);
+        p.host_ports.push(capstan_model::pod::HostPort {
+            port: 8080,
+            protocol: "TCP".into(),
+            ip: "0.0.0.0".into(),
+        });
+        p
+    };
+    let plan = w.solve(&[hp("a"), hp("b")]);
+    assert_eq!(plan.new_claims.len(), 2);
+}
+
+#[test]
+fn heavier_nodepools_are_used_first_within_their_limits() {
+    let mut w = World::new();
+    w.pools = vec![
+        pool(json!({"name": "light", "weight": 1, "template": {"spec": {}}})),
+        pool(json!({"name": "heavy", "weight": 90, "template": {"spec": {}}, "limits": {"cpu": "4"}})),
+    ];
+    let pods: Vec<Pod> = (0..3).map(|i| plain(&format!("p{i}"), 3000, 100)).collect();
+    let plan = w.solve(&pods);
+    let pools: Vec<&str> = plan.new_claims.iter().map(|c| c.nodepool.as_str()).collect();
+    assert_eq!(pools, vec!["heavy", "light"], "{plan:#?}");
+    assert_eq!(plan.new_claims[0].pods.len(), 1, "heavy may only hold 4 CPU");
+}
+
+#[test]
+fn limits_count_existing_nodes_of_the_pool() {
+    let mut w = World::new();
+    w.pools = vec![pool(json!({"template": {"spec": {}}, "limits": {"cpu": "8"}}))];
+    w.snapshot.nodes.push(node("n1", ZONES[0], 8, 32, json!({"labels": {"karpenter.sh/nodepool": "default"}})));
+    w.snapshot.pods.push(bound(plain("busy", 8000, 100), "n1"));
+    let plan = w.solve(&[plain("a", 100, 100)]);
+    assert_eq!(reason(&plan, 0), "0/1 nodes fit (1 insufficient cpu); nodepool default: limits reached (cpu=8)");
+}
+
+#[test]
+fn extended_resources_only_land_on_types_that_have_them() {
+    let mut w = World::new();
+    let mut gpu = itype("g.xlarge", 4, 16, 58, 1.0);
+    gpu.allocatable.set("nvidia.com/gpu", 1);
+    gpu.capacity.set("nvidia.com/gpu", 1);
+    w.types.push(gpu);
+    let mut p = plain("train", 1000, 1000);
+    p.requests.set("nvidia.com/gpu", 1);
+    let plan = w.solve(&[p.clone(), plain("web", 1000, 1000)]);
+    assert_eq!(w.types[plan.new_claims[0].offering.instance_type].name, "g.xlarge");
+    let mut p2 = p;
+    p2.requests.set("nvidia.com/gpu", 2);
+    let plan = w.solve(&[p2]);
+    assert_eq!(reason(&plan, 0), "nodepool default: no instance type has enough nvidia.com/gpu: needs 2, largest offers 1");
+}
+
+#[test]
+fn min_values_keep_enough_instance_families_or_refuse() {
+    let mut w = World::new();
+    w.types = vec![
+        itype("a.large", 2, 8, 29, 0.1),
+        itype("b.large", 2, 8, 29, 0.11),
+        itype("c.xlarge", 4, 16, 29, 0.2),
+    ];
+    w.pools = vec![pool(json!({"template": {"spec": {"requirements": [
+        {"key": "capstan.dev/instance-family", "operator": "Exists", "minValues": 2}]}}}))];
+    let plan = w.solve(&[plain("small", 1000, 100)]);
+    assert_eq!(plan.new_claims[0].instance_types.len(), 3);
+    let plan = w.solve(&[plain("big", 3000, 100)]);
+    assert_eq!(reason(&plan, 0), "nodepool default: minValues for capstan.dev/instance-family: 1 of 2 values left");
+}
+
+#[test]
+fn claims_are_labelled_with_their_nodepool_and_pinned_zone() {
+    let w = World::new();
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
+    let plan = w.solve(&[pod("w", 100, 100, json!({"app": "web"}), spread)]);
+    let labels = plan.new_claims[0].requirements.single_values();
+    assert_eq!(labels[NODEPOOL], "default");
+    assert_eq!(labels[ZONE], plan.new_claims[0].offering.zone);
+    assert_eq!(labels[CAPACITY_TYPE], "on-demand");
+    assert!(!labels.contains_key(HOSTNAME));
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    #[derive(Clone, Debug)]
+    struct Case {
+        types: Vec<(i64, i64, i64, f64, bool)>,
+        taint_pool: bool,
+        pods: Vec<(i64, i64, u8, bool, u8)>,
+        existing: Vec<(usize, i64)>,
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (
+            prop::collection::vec((1i64..=32, 1i64..=128, 4i64..=64, 0.05f64..3.0, any::<bool>()), 1..8),
+            any::<bool>(),
+            // (cpu m, mem MiB, group 0..5, tolerates, zone selector 0..4)
+            prop::collection::vec((10i64..6000, 10i64..20_000, 0u8..6, any::<bool>(), 0u8..5), 1..80),
+            prop::collection::vec((0usize..3, 1i64..16), 0..4),
+        )
+            .prop_map(|(types, taint_pool, pods, existing)| Case {
+                types,
+                taint_pool,
+                pods,
+                existing,
+            })
+    }
+
+    fn build(c: &Case) -> (World, Vec<Pod>) {
+        let mut w = World::new();
+        w.types = c
+            .types
+            .iter()
+            .enumerate()
+            .map(|(i, &(cpu, mem, pods, price, arm))| {
+                let mut t = itype(&format!("t{i}.x"), cpu, mem, pods, price);
+                if arm {
+                    t.labels.insert(ARCH.into(), "arm64".into());
+                }
+                t.requirements = Requirements::from_labels(&t.labels);
+                t
+            })
+            .collect();
+        let mut pools = vec![pool(json!({"name": "general", "template": {"spec": {"requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}}}))];
+        if c.taint_pool {
+            pools.push(pool(json!({"name": "dedicated", "weight": 10, "template": {"spec": {
+                "taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}}})));
+        }
+        w.pools = pools;
+        for (i, &(z, cpu)) in c.existing.iter().enumerate() {
+            w.snapshot.nodes.push(node(&format!("n{i}"), ZONES[z], cpu, 32, json!({})));
+        }
+        let pods = c
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(i, &(cpu, mem, group, tolerates, zone))| {
+                let mut spec = serde_json::Map::new();
+                let labels = json!({"app": format!("g{group}")});
+                let sel = json!({"matchLabels": {"app": format!("g{group}")}});
+                match group {
+                    1 => {
+                        spec.insert("topologySpreadConstraints".into(), json!([{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": sel}]));
+                    }
+                    2 => {
+                        spec.insert("topologySpreadConstraints".into(), json!([{"maxSkew": 2, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": sel}]));
+                    }
+                    3 => {
+                        spec.insert("affinity".into(), json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": sel, "topologyKey": HOSTNAME}]}}));
+                    }
+                    4 => {
+                        spec.insert("affinity".into(), json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": sel, "topologyKey": ZONE}]}}));
+                    }
+                    _ => {}
+                }
+                if tolerates {
+                    spec.insert("tolerations".into(), json!([{"key": "dedicated", "operator": "Exists"}]));
+                }
+                if (zone as usize) < ZONES.len() {
+                    spec.insert("nodeSelector".into(), json!({ZONE: ZONES[zone as usize]}));
+                }
+                pod(&format!("p{i}"), cpu, mem, labels, Value::Object(spec))
+            })
+            .collect();
+        (w, pods)
+    }
+
+    /// Checks every invariant the issue names on one plan.
+    fn check(w: &World, pods: &[Pod], plan: &Plan) {
+        check_each_pod_once(plan, pods.len());
+        let mut zone_counts: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+        for c in &plan.new_claims {
+            let t = &w.types[c.offering.instance_type];
+            let mut used = Resources::new();
+            for &p in &c.pods {
+                used.add(&pods[p].requests);
+            }
+            assert!(used.fits_in(&t.allocatable), "claim {} over allocatable or max pods", c.name);
+            for &o in &c.instance_types {
+                assert!(used.fits_in(&w.types[o].allocatable), "every option holds the pods");
+            }
+            let pool = w.pools.iter().find(|p| p.name == c.nodepool).unwrap();
+            let mut node_labels = t.labels.clone();
+            node_labels.insert(ZONE.into(), c.offering.zone.clone());
+            node_labels.insert(CAPACITY_TYPE.into(), c.offering.capacity_type.clone());
+            node_labels.extend(pool.labels.clone());
+            let node_reqs = Requirements::from_labels(&node_labels);
+            let mut anti_groups = BTreeSet::new();
+            let mut host_spread: BTreeMap<String, i64> = BTreeMap::new();
+            for &p in &c.pods {
+                let pod = &pods[p];
+                assert!(
+                    capstan_model::taints::untolerated(&pool.taints, &pod.tolerations, false).is_none(),
+                    "{} on a taint it does not tolerate",
+                    pod.name
+                );
+                assert!(node_reqs.compatible(&pod.node_selector, Undefined::Deny).is_ok(), "{} selector matched", pod.name);
+                let app = pod.labels["app"].clone();
+                if !pod.anti_affinity.is_empty() {
+                    assert!(anti_groups.insert(app.clone()), "anti-affinity pods of {app} share {}", c.name);
+                }
+                if pod.spread.iter().any(|s| s.topology_key == HOSTNAME) {
+                    *host_spread.entry(app.clone()).or_default() += 1;
+                }
+                if pod.spread.iter().any(|s| s.topology_key == ZONE) {
+                    *zone_counts.entry(app).or_default().entry(c.offering.zone.clone()).or_default() += 1;
+                }
+            }
+            assert!(host_spread.values().all(|&n| n <= 2), "hostname spread within maxSkew 2 on {}", c.name);
+        }
+        for b in &plan.existing {
+            let n = w.snapshot.nodes.iter().find(|n| n.name == b.node).unwrap();
+            let mut used = Resources::new();
+            for &p in &b.pods {
+                used.add(&pods[p].requests);
+            }
+            assert!(used.fits_in(&n.allocatable));
+            for &p in &b.pods {
+                let pod = &pods[p];
+                if pod.spread.iter().any(|s| s.topology_key == ZONE) {
+                    *zone_counts.entry(pod.labels["app"].clone()).or_default().entry(n.labels[ZONE].clone()).or_default() += 1;
+                }
+            }
+        }
+        for (app, counts) in zone_counts {
+            // Zonal spread pods carry a zone selector for some; skew is over the zones they may use.
+            let all: Vec<i64> = ZONES.iter().map(|z| counts.get(*z).copied().unwrap_or(0)).collect();
+            let selectors: BTreeSet<Option<String>> = pods
+                .iter()
+                .filter(|p| p.labels["app"] == app)
+                .map(|p| p.node_selector.get(ZONE).map(|r| r.values()[0].clone()))
+                .collect();
+            if selectors.len() == 1 && selectors.contains(&None) {
+                let (mx, mn) = (all.iter().max().unwrap(), all.iter().min().unwrap());
+                assert!(mx - mn <= 1, "zone skew of {app}: {all:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_plan_respects_capacity_constraints_and_places_each_pod_once() {
+        let mut runner = TestRunner::new_with_rng(
+            Config {
+                cases: 256,
+                failure_persistence: None,
+                ..Config::default()
+            },
+            TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]),
+        );
+        runner
+            .run(&case(), |c| {
+                let (w, pods) = build(&c);
+                let plan = w.solve(&pods);
+                check(&w, &pods, &plan);
+                Ok(())
+            })
+            .unwrap();
+    }
+}
