@@ -96,6 +96,8 @@ struct OfferingIndex {
     pairs: Vec<(String, String)>,
     /// Per instance type: which pairs it has an available offering in.
     masks: Vec<u128>,
+    /// Per instance type, per pair: the price, infinite where not offered.
+    prices: Vec<Vec<f64>>,
 }
 
 impl OfferingIndex {
@@ -119,7 +121,34 @@ impl OfferingIndex {
                 m
             })
             .collect();
-        OfferingIndex { pairs, masks }
+        let prices = types
+            .iter()
+            .map(|t| {
+                let mut p = vec![f64::INFINITY; pairs.len()];
+                for o in t.offerings.iter().filter(|o| o.available) {
+                    if let Some(i) = pairs.iter().position(|(z, c)| *z == o.zone && *c == o.capacity_type) {
+                        p[i] = p[i].min(o.price);
+                    }
+                }
+                p
+            })
+            .collect();
+        OfferingIndex { pairs, masks, prices }
+    }
+
+    /// The cheapest (price, pair) of type `t` within `mask`.
+    fn cheapest(&self, t: usize, mask: u128) -> Option<(f64, usize)> {
+        let mut best: Option<(f64, usize)> = None;
+        let mut m = self.masks[t] & mask;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let p = self.prices[t][i];
+            if best.is_none_or(|(bp, _)| p < bp) {
+                best = Some((p, i));
+            }
+        }
+        best
     }
 
     fn allowed(&self, reqs: &Requirements) -> u128 {
@@ -503,9 +532,16 @@ impl<'a> Solver<'a> {
                 _ => (0, 0, s),
             });
         }
+        // `open` is in slot order unless Karpenter's ordering re-sorted it.
+        let first = if self.options.claim_order == ClaimOrder::FirstFit {
+            let start = self.topo.first_candidate_slot(&topo.host);
+            self.open.partition_point(|&s| s < start)
+        } else {
+            0
+        };
         let mut found = None;
         let mut closed_seen = 0;
-        for k in 0..self.open.len() {
+        for k in first..self.open.len() {
             let s = self.open[k];
             let slot = &self.slots[s];
             if slot.closed {
@@ -882,41 +918,32 @@ impl<'a> Solver<'a> {
     }
 
     fn into_plan(self) -> Plan {
-        let types = self.input.instance_types;
         let mut plan = Plan::default();
         for slot in &self.slots {
             match slot.kind {
                 SlotKind::New { pool } => {
-                    let offering = slot
+                    let mask = self.offerings.allowed(&slot.reqs);
+                    let mut opts: Vec<(f64, usize, usize)> = slot
                         .options
                         .iter()
-                        .filter_map(|&t| types[t as usize].cheapest_offering(&slot.reqs).map(|o| (t, o)))
-                        .min_by(|a, b| a.1.price.total_cmp(&b.1.price).then(a.0.cmp(&b.0)))
-                        .map(|(t, o)| ChosenOffering {
-                            instance_type: t as usize,
-                            zone: o.zone.clone(),
-                            capacity_type: o.capacity_type.clone(),
-                            price: o.price,
-                        })
-                        .expect("a new claim keeps only types with an allowed offering");
-                    let mut opts: Vec<(f64, usize)> = slot
-                        .options
-                        .iter()
-                        .map(|&t| {
-                            (
-                                types[t as usize].cheapest_offering(&slot.reqs).map(|o| o.price).unwrap_or(f64::INFINITY),
-                                t as usize,
-                            )
-                        })
+                        .filter_map(|&t| self.offerings.cheapest(t as usize, mask).map(|(p, pair)| (p, t as usize, pair)))
                         .collect();
                     opts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    let &(price, t, pair) = opts.first().expect("a new claim keeps only types with an allowed offering");
+                    let (zone, capacity_type) = self.offerings.pairs[pair].clone();
+                    let offering = ChosenOffering {
+                        instance_type: t,
+                        zone,
+                        capacity_type,
+                        price,
+                    };
                     plan.new_claims.push(NewClaim {
                         name: slot.name.clone(),
                         nodepool: self.input.nodepools[pool].name.clone(),
                         requirements: slot.reqs.clone(),
                         pods: slot.pods.clone(),
                         requests: slot.used.clone(),
-                        instance_types: opts.into_iter().map(|(_, t)| t).collect(),
+                        instance_types: opts.into_iter().map(|(_, t, _)| t).collect(),
                         offering,
                     });
                 }

@@ -48,6 +48,8 @@ pub(crate) struct Group {
     host_owners: Vec<u32>,
     pub total: u32,
     pub owners_total: u32,
+    /// Every slot below this index holds a selected pod (counts never fall within a solve).
+    zero_cursor: usize,
 }
 
 impl Group {
@@ -198,6 +200,7 @@ impl Topology {
             host_owners: Vec::new(),
             total: 0,
             owners_total: 0,
+            zero_cursor: 0,
         });
         i
     }
@@ -393,6 +396,22 @@ impl Topology {
             }
         }
         Ok(())
+    }
+
+    /// The first slot index that could pass these hostname constraints: slots below it hold a
+    /// pod that a Zero / AtMost(0) constraint forbids. Lets a pod skip full prefixes of slots.
+    pub fn first_candidate_slot(&mut self, host: &[HostConstraint]) -> usize {
+        let mut start = 0;
+        for h in host {
+            if matches!(h.check, HostCheck::Zero | HostCheck::AtMost(0)) {
+                let g = &mut self.groups[h.group];
+                while g.host_counts.get(g.zero_cursor).is_some_and(|&c| c > 0) {
+                    g.zero_cursor += 1;
+                }
+                start = start.max(g.zero_cursor);
+            }
+        }
+        start
     }
 
     /// Picks the domain for a keyed constraint among `candidates`: the one with the fewest

@@ -1,0 +1,215 @@
+//! `capstan bench scheduling`: Karpenter's scheduling benchmark workload, reproduced.
+//!
+//! One NodePool; N synthetic instance types where type i has i+1 vCPU, 2(i+1) GiB and 10(i+1)
+//! pods, offered spot and on-demand in three zones; pods in five equal groups (no constraint;
+//! zonal topology spread maxSkew 1 DoNotSchedule; hostname topology spread; zonal self
+//! pod-affinity; hostname self anti-affinity), CPU drawn from {100, 250, 500, 1000, 1500}m and
+//! memory from {100Mi … 4Gi}, seeded.
+
+use capstan_model::catalog::Offering;
+use capstan_model::labels::{self, HOSTNAME, ZONE};
+use capstan_model::nodepool::NodePoolObject;
+use capstan_model::pod::{
+    InclusionPolicy, Namespaces, PodAffinityTerm, PodPhase, TopologySpread, WhenUnsatisfiable,
+};
+use capstan_model::resources::MIB;
+use capstan_model::selector::LabelSelector;
+use capstan_model::{InstanceType, NodePool, Pod, Requirements, Resources};
+use capstan_sched::{Plan, SolveInput, SolveOptions, Snapshot, solve};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+pub const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+const CPU_MILLI: [i64; 5] = [100, 250, 500, 1000, 1500];
+const MEMORY_MIB: [i64; 6] = [100, 250, 500, 1024, 2048, 4096];
+const GROUPS: [&str; 5] = ["generic", "zone-spread", "host-spread", "zone-affinity", "host-anti-affinity"];
+
+/// The benchmark's instance types: type i has i+1 vCPU, 2(i+1) GiB, 10(i+1) pods; priced
+/// like Karpenter's fake provider (0.025 $/vCPU + 0.001 $/GB, spot at 70%).
+pub fn instance_types(n: usize) -> Vec<InstanceType> {
+    (0..n)
+        .map(|i| {
+            let cpu = (i + 1) as i64;
+            let name = format!("fake-it-{i}");
+            let mut l = BTreeMap::new();
+            l.insert(labels::INSTANCE_TYPE.to_string(), name.clone());
+            l.insert(labels::ARCH.to_string(), "amd64".to_string());
+            l.insert(labels::OS.to_string(), "linux".to_string());
+            l.insert(labels::INSTANCE_CPU.to_string(), cpu.to_string());
+            let cap = Resources {
+                cpu: cpu * 1000,
+                memory: 2 * cpu * 1024 * MIB,
+                pods: 10 * cpu,
+                ..Default::default()
+            };
+            let od = 0.025 * cpu as f64 + 0.001 * (2 * cpu) as f64 * 1.073_741_824;
+            let offerings = ZONES
+                .iter()
+                .flat_map(|z| {
+                    [(labels::CAPACITY_ON_DEMAND, od), (labels::CAPACITY_SPOT, od * 0.7)].map(|(ct, price)| Offering {
+                        zone: z.to_string(),
+                        capacity_type: ct.to_string(),
+                        price,
+                        available: true,
+                    })
+                })
+                .collect();
+            InstanceType {
+                name,
+                requirements: Requirements::from_labels(&l),
+                labels: l,
+                capacity: cap.clone(),
+                allocatable: cap,
+                offerings,
+            }
+        })
+        .collect()
+}
+
+/// The benchmark's one NodePool: amd64 Linux, spot or on-demand, no limits.
+pub fn nodepool() -> NodePool {
+    let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"requirements": [
+            {"key": labels::CAPACITY_TYPE, "operator": "In", "values": ["spot", "on-demand"]}]}}}
+    }))
+    .expect("benchmark NodePool is valid");
+    NodePool::compile(&obj).expect("benchmark NodePool compiles")
+}
+
+/// `n` pods in five equal groups, seeded.
+pub fn pods(n: usize, seed: u64) -> Vec<Pod> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .map(|i| {
+            let group = GROUPS[i % GROUPS.len()];
+            let mut labels = BTreeMap::new();
+            labels.insert("bench-group".to_string(), group.to_string());
+            let selector = Some(LabelSelector::from_match_labels(&labels));
+            let requests = Resources {
+                cpu: CPU_MILLI[rng.random_range(0..CPU_MILLI.len())],
+                memory: MEMORY_MIB[rng.random_range(0..MEMORY_MIB.len())] * MIB,
+                pods: 1,
+                ..Default::default()
+            };
+            let spread = |key: &str| TopologySpread {
+                max_skew: 1,
+                topology_key: key.to_string(),
+                when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+                selector: selector.clone(),
+                min_domains: None,
+                node_affinity_policy: InclusionPolicy::Honor,
+                node_taints_policy: InclusionPolicy::Ignore,
+            };
+            let term = |key: &str| PodAffinityTerm {
+                selector: selector.clone(),
+                namespaces: Namespaces::List(vec!["default".into()]),
+                topology_key: key.to_string(),
+            };
+            let mut p = Pod {
+                namespace: "default".into(),
+                name: format!("{group}-{i}"),
+                labels,
+                phase: PodPhase::Pending,
+                requests,
+                ..Default::default()
+            };
+            match i % GROUPS.len() {
+                1 => p.spread.push(spread(ZONE)),
+                2 => p.spread.push(spread(HOSTNAME)),
+                3 => p.affinity.push(term(ZONE)),
+                4 => p.anti_affinity.push(term(HOSTNAME)),
+                _ => {}
+            }
+            p
+        })
+        .collect()
+}
+
+/// One row of `capstan bench scheduling`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SchedulingRow {
+    pub pods: usize,
+    pub instance_types: usize,
+    pub seconds: f64,
+    pub pods_per_second: f64,
+    pub nodes: usize,
+    pub unschedulable: usize,
+    pub runs: usize,
+}
+
+/// Solves the workload once.
+pub fn solve_workload(pods: &[Pod], types: &[InstanceType], pools: &[NodePool]) -> Plan {
+    let snapshot = Snapshot::default();
+    solve(
+        SolveInput {
+            snapshot: &snapshot,
+            pending: pods,
+            nodepools: pools,
+            instance_types: types,
+        },
+        &SolveOptions::default(),
+    )
+}
+
+/// Runs the benchmark for `n` pods: repeats the solve (at least once, up to `max_runs` or about
+/// two seconds) and reports the median time.
+pub fn run_scheduling(n: usize, n_types: usize, seed: u64, max_runs: usize) -> SchedulingRow {
+    let types = instance_types(n_types);
+    let pools = vec![nodepool()];
+    let pods = pods(n, seed);
+    let mut times = Vec::new();
+    let mut plan = None;
+    let started = Instant::now();
+    while times.len() < max_runs.max(1) && (times.is_empty() || started.elapsed().as_secs_f64() < 2.0) {
+        let t = Instant::now();
+        let p = solve_workload(&pods, &types, &pools);
+        times.push(t.elapsed().as_secs_f64());
+        plan = Some(p);
+    }
+    times.sort_by(f64::total_cmp);
+    let seconds = times[times.len() / 2];
+    let plan = plan.expect("ran at least once");
+    SchedulingRow {
+        pods: n,
+        instance_types: n_types,
+        seconds,
+        pods_per_second: if seconds > 0.0 { n as f64 / seconds } else { f64::INFINITY },
+        nodes: plan.new_claims.len(),
+        unschedulable: plan.unschedulable.len(),
+        runs: times.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workload_is_seeded_and_split_in_five_groups() {
+        let a = pods(100, 1);
+        assert_eq!(a, pods(100, 1));
+        assert_ne!(a, pods(100, 2));
+        assert_eq!(a.iter().filter(|p| !p.anti_affinity.is_empty()).count(), 20);
+        assert_eq!(a.iter().filter(|p| p.spread.iter().any(|s| s.topology_key == ZONE)).count(), 20);
+    }
+
+    #[test]
+    fn instance_type_i_has_i_plus_one_vcpu() {
+        let t = instance_types(400);
+        assert_eq!(t[0].allocatable.cpu, 1000);
+        assert_eq!(t[399].allocatable.cpu, 400_000);
+        assert_eq!(t[399].allocatable.memory, 800 << 30);
+        assert_eq!(t[399].allocatable.pods, 4000);
+        assert_eq!(t[0].offerings.len(), 6);
+    }
+
+    #[test]
+    fn a_small_run_places_every_pod() {
+        let row = run_scheduling(500, 50, 1, 1);
+        assert_eq!(row.unschedulable, 0);
+        assert!(row.nodes >= 100, "100 anti-affinity pods need 100 nodes, got {}", row.nodes);
+    }
+}

@@ -1,0 +1,4 @@
+//! The parts of the `capstan` binary that benches and integration tests reuse.
+
+pub mod bench;
+pub mod table;

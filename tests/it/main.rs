@@ -1,0 +1,3 @@
+//! End-to-end tests of the `capstan` binary: one integration-test binary for the workspace.
+
+mod bench;
