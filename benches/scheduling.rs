@@ -12,9 +12,11 @@ fn scheduling(c: &mut Criterion) {
     for n in [100usize, 1000, 5000, 20000] {
         let pending = pods(n, 1);
         group.throughput(Throughput::Elements(n as u64));
-        group.bench_with_input(BenchmarkId::new("mixed-400-types", n), &pending, |b, pending| {
-            b.iter(|| solve_workload(pending, &types, &pools))
-        });
+        group.bench_with_input(
+            BenchmarkId::new("mixed-400-types", n),
+            &pending,
+            |b, pending| b.iter(|| solve_workload(pending, &types, &pools)),
+        );
     }
     group.finish();
 }

@@ -15,7 +15,7 @@ use capstan_model::pod::{
 use capstan_model::resources::MIB;
 use capstan_model::selector::LabelSelector;
 use capstan_model::{InstanceType, NodePool, Pod, Requirements, Resources};
-use capstan_sched::{Plan, SolveInput, SolveOptions, Snapshot, solve};
+use capstan_sched::{Plan, Snapshot, SolveInput, SolveOptions, solve};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -24,7 +24,13 @@ use std::time::Instant;
 pub const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 const CPU_MILLI: [i64; 5] = [100, 250, 500, 1000, 1500];
 const MEMORY_MIB: [i64; 6] = [100, 250, 500, 1024, 2048, 4096];
-const GROUPS: [&str; 5] = ["generic", "zone-spread", "host-spread", "zone-affinity", "host-anti-affinity"];
+const GROUPS: [&str; 5] = [
+    "generic",
+    "zone-spread",
+    "host-spread",
+    "zone-affinity",
+    "host-anti-affinity",
+];
 
 /// The benchmark's instance types: type i has i+1 vCPU, 2(i+1) GiB, 10(i+1) pods; priced
 /// like Karpenter's fake provider (0.025 $/vCPU + 0.001 $/GB, spot at 70%).
@@ -48,7 +54,11 @@ pub fn instance_types(n: usize) -> Vec<InstanceType> {
             let offerings = ZONES
                 .iter()
                 .flat_map(|z| {
-                    [(labels::CAPACITY_ON_DEMAND, od), (labels::CAPACITY_SPOT, od * 0.7)].map(|(ct, price)| Offering {
+                    [
+                        (labels::CAPACITY_ON_DEMAND, od),
+                        (labels::CAPACITY_SPOT, od * 0.7),
+                    ]
+                    .map(|(ct, price)| Offering {
                         zone: z.to_string(),
                         capacity_type: ct.to_string(),
                         price,
@@ -163,7 +173,9 @@ pub fn run_scheduling(n: usize, n_types: usize, seed: u64, max_runs: usize) -> S
     let mut times = Vec::new();
     let mut plan = None;
     let started = Instant::now();
-    while times.len() < max_runs.max(1) && (times.is_empty() || started.elapsed().as_secs_f64() < 2.0) {
+    while times.len() < max_runs.max(1)
+        && (times.is_empty() || started.elapsed().as_secs_f64() < 2.0)
+    {
         let t = Instant::now();
         let p = solve_workload(&pods, &types, &pools);
         times.push(t.elapsed().as_secs_f64());
@@ -176,7 +188,11 @@ pub fn run_scheduling(n: usize, n_types: usize, seed: u64, max_runs: usize) -> S
         pods: n,
         instance_types: n_types,
         seconds,
-        pods_per_second: if seconds > 0.0 { n as f64 / seconds } else { f64::INFINITY },
+        pods_per_second: if seconds > 0.0 {
+            n as f64 / seconds
+        } else {
+            f64::INFINITY
+        },
         nodes: plan.new_claims.len(),
         unschedulable: plan.unschedulable.len(),
         runs: times.len(),
@@ -193,7 +209,12 @@ mod tests {
         assert_eq!(a, pods(100, 1));
         assert_ne!(a, pods(100, 2));
         assert_eq!(a.iter().filter(|p| !p.anti_affinity.is_empty()).count(), 20);
-        assert_eq!(a.iter().filter(|p| p.spread.iter().any(|s| s.topology_key == ZONE)).count(), 20);
+        assert_eq!(
+            a.iter()
+                .filter(|p| p.spread.iter().any(|s| s.topology_key == ZONE))
+                .count(),
+            20
+        );
     }
 
     #[test]
@@ -210,6 +231,10 @@ mod tests {
     fn a_small_run_places_every_pod() {
         let row = run_scheduling(500, 50, 1, 1);
         assert_eq!(row.unschedulable, 0);
-        assert!(row.nodes >= 100, "100 anti-affinity pods need 100 nodes, got {}", row.nodes);
+        assert!(
+            row.nodes >= 100,
+            "100 anti-affinity pods need 100 nodes, got {}",
+            row.nodes
+        );
     }
 }

@@ -56,11 +56,23 @@ fn emit(text: &str) -> Result<()> {
     Ok(())
 }
 
-fn bench_scheduling(pods: &[usize], instance_types: usize, seed: u64, runs: usize, output: Output) -> Result<()> {
+fn bench_scheduling(
+    pods: &[usize],
+    instance_types: usize,
+    seed: u64,
+    runs: usize,
+    output: Output,
+) -> Result<()> {
     let mut rows = Vec::new();
     for &n in pods {
         let row = bench::run_scheduling(n, instance_types, seed, runs);
-        tracing::info!(pods = row.pods, seconds = row.seconds, nodes = row.nodes, runs = row.runs, "solved");
+        tracing::info!(
+            pods = row.pods,
+            seconds = row.seconds,
+            nodes = row.nodes,
+            runs = row.runs,
+            "solved"
+        );
         rows.push(row);
     }
     match output {
@@ -79,14 +91,26 @@ fn bench_scheduling(pods: &[usize], instance_types: usize, seed: u64, runs: usiz
                     ]
                 })
                 .collect();
-            emit(&table::render(&["PODS", "INSTANCE TYPES", "SECONDS", "PODS/S", "NODES", "UNSCHEDULABLE"], &cells))
+            emit(&table::render(
+                &[
+                    "PODS",
+                    "INSTANCE TYPES",
+                    "SECONDS",
+                    "PODS/S",
+                    "NODES",
+                    "UNSCHEDULABLE",
+                ],
+                &cells,
+            ))
         }
     }
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

@@ -16,7 +16,13 @@ pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
         let parts: Vec<String> = cells
             .iter()
             .enumerate()
-            .map(|(i, c)| if numeric(c) { format!("{c:>w$}", w = widths[i]) } else { format!("{c:<w$}", w = widths[i]) })
+            .map(|(i, c)| {
+                if numeric(c) {
+                    format!("{c:>w$}", w = widths[i])
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
             .collect();
         out.push_str(parts.join("  ").trim_end());
         out.push('\n');
@@ -32,7 +38,13 @@ pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
 mod tests {
     #[test]
     fn columns_line_up_and_numbers_align_right() {
-        let t = super::render(&["NAME", "PODS"], &[vec!["a".into(), "5".into()], vec!["long-name".into(), "12".into()]]);
+        let t = super::render(
+            &["NAME", "PODS"],
+            &[
+                vec!["a".into(), "5".into()],
+                vec!["long-name".into(), "12".into()],
+            ],
+        );
         assert_eq!(t, "NAME       PODS\na             5\nlong-name    12\n");
     }
 }

@@ -34,11 +34,17 @@ impl InstanceType {
         self.offerings
             .iter()
             .filter(|o| o.available && offering_allowed(o, reqs))
-            .min_by(|a, b| a.price.total_cmp(&b.price).then_with(|| a.zone.cmp(&b.zone)))
+            .min_by(|a, b| {
+                a.price
+                    .total_cmp(&b.price)
+                    .then_with(|| a.zone.cmp(&b.zone))
+            })
     }
 
     pub fn has_offering(&self, reqs: &Requirements) -> bool {
-        self.offerings.iter().any(|o| o.available && offering_allowed(o, reqs))
+        self.offerings
+            .iter()
+            .any(|o| o.available && offering_allowed(o, reqs))
     }
 }
 
@@ -127,6 +133,9 @@ fn yes() -> bool {
     true
 }
 
+/// `data/aws-instance-types-us-east-1.json`, a copy of the team's shared catalog.
+pub const BUILTIN_CATALOG: &str = include_str!("../data/aws-instance-types-us-east-1.json");
+
 /// A loaded catalog.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
@@ -147,15 +156,24 @@ impl Catalog {
             .to_string();
         let mut types = Vec::with_capacity(file.instance_types.len());
         for (i, e) in file.instance_types.into_iter().enumerate() {
-            types.push(instance_type(&region, e).map_err(|(field, message)| CatalogError::Field {
-                field: format!("instance_types[{i}].{field}"),
-                message,
+            types.push(instance_type(&region, e).map_err(|(field, message)| {
+                CatalogError::Field {
+                    field: format!("instance_types[{i}].{field}"),
+                    message,
+                }
             })?);
         }
         Ok(Catalog {
             region,
             instance_types: types,
         })
+    }
+
+    /// The built-in catalog: 1,363 AWS instance types with us-east-1 on-demand prices and
+    /// Karpenter's allocatable figures (source and licence in the file's `meta`).
+    pub fn builtin() -> Catalog {
+        let file: CatalogFile = serde_json::from_str(BUILTIN_CATALOG).expect("built-in catalog parses");
+        Catalog::from_file(file).expect("built-in catalog is valid")
     }
 
     pub fn get(&self, name: &str) -> Option<&InstanceType> {
@@ -168,7 +186,10 @@ fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String,
         return Err(("vcpu".into(), format!("must be positive, got {}", e.vcpu)));
     }
     if e.memory_mib <= 0 {
-        return Err(("memory_mib".into(), format!("must be positive, got {}", e.memory_mib)));
+        return Err((
+            "memory_mib".into(),
+            format!("must be positive, got {}", e.memory_mib),
+        ));
     }
     let mut capacity = Resources {
         cpu: e.vcpu * 1000,
@@ -216,10 +237,12 @@ fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String,
     let family = e.family.clone().unwrap_or(family);
     put(labels::INSTANCE_FAMILY, family.clone());
     put(labels::INSTANCE_SIZE, e.size.clone().unwrap_or(size));
-    let category = e
-        .category
-        .clone()
-        .unwrap_or_else(|| family.chars().take_while(|c| c.is_ascii_alphabetic()).collect());
+    let category = e.category.clone().unwrap_or_else(|| {
+        family
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .collect()
+    });
     put(labels::INSTANCE_CATEGORY, category);
     if let Some(g) = e.generation {
         put(labels::INSTANCE_GENERATION, g.to_string());
@@ -244,21 +267,32 @@ fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String,
     }
     if let Some(a) = &e.accelerator_name {
         put(labels::INSTANCE_ACCELERATOR_NAME, a.clone());
-        put(labels::INSTANCE_ACCELERATOR_COUNT, e.accelerator_count.to_string());
+        put(
+            labels::INSTANCE_ACCELERATOR_COUNT,
+            e.accelerator_count.to_string(),
+        );
     }
 
     let offerings = match e.offerings {
         Some(list) => {
             let mut out = Vec::with_capacity(list.len());
             for (j, o) in list.into_iter().enumerate() {
-                if o.capacity_type != labels::CAPACITY_SPOT && o.capacity_type != labels::CAPACITY_ON_DEMAND {
+                if o.capacity_type != labels::CAPACITY_SPOT
+                    && o.capacity_type != labels::CAPACITY_ON_DEMAND
+                {
                     return Err((
                         format!("offerings[{j}].capacity_type"),
-                        format!("must be \"spot\" or \"on-demand\", got {:?}", o.capacity_type),
+                        format!(
+                            "must be \"spot\" or \"on-demand\", got {:?}",
+                            o.capacity_type
+                        ),
                     ));
                 }
                 if !(o.price_usd_per_hour.is_finite() && o.price_usd_per_hour >= 0.0) {
-                    return Err((format!("offerings[{j}].price_usd_per_hour"), "must be a non-negative number".into()));
+                    return Err((
+                        format!("offerings[{j}].price_usd_per_hour"),
+                        "must be a non-negative number".into(),
+                    ));
                 }
                 out.push(Offering {
                     zone: o.zone,
@@ -308,7 +342,11 @@ mod tests {
         let t = &c.instance_types[0];
         assert_eq!(t.offerings.len(), 3);
         assert_eq!(t.offerings[0].zone, "us-west-2a");
-        assert!(t.offerings.iter().all(|o| o.capacity_type == "on-demand" && o.price == 0.1008));
+        assert!(
+            t.offerings
+                .iter()
+                .all(|o| o.capacity_type == "on-demand" && o.price == 0.1008)
+        );
         assert_eq!(t.allocatable.cpu, 1930);
         assert_eq!(t.allocatable.pods, 29);
         assert_eq!(t.labels[labels::INSTANCE_FAMILY], "m7i");
@@ -325,7 +363,10 @@ mod tests {
         assert_eq!(c.instance_types[0].allocatable.get("nvidia.com/gpu"), 1);
         assert_eq!(c.instance_types[1].allocatable.get("amd.com/gpu"), 1);
         assert_eq!(c.instance_types[1].allocatable.get("nvidia.com/gpu"), 0);
-        assert_eq!(c.instance_types[2].allocatable.get("aws.amazon.com/neuron"), 1);
+        assert_eq!(
+            c.instance_types[2].allocatable.get("aws.amazon.com/neuron"),
+            1
+        );
     }
 
     #[test]
@@ -337,18 +378,22 @@ mod tests {
     #[test]
     fn a_bad_offering_names_its_field() {
         let err = load(r#"{"instance_types":[{"name":"x.large","arch":"amd64","vcpu":2,"memory_mib":4096,"max_pods":10,"offerings":[{"zone":"a","capacity_type":"reserved","price_usd_per_hour":1}]}]}"#).unwrap_err();
-        assert_eq!(err.to_string(), "instance_types[0].offerings[0].capacity_type: must be \"spot\" or \"on-demand\", got \"reserved\"");
+        assert_eq!(
+            err.to_string(),
+            "instance_types[0].offerings[0].capacity_type: must be \"spot\" or \"on-demand\", got \"reserved\""
+        );
     }
 
     #[test]
-    fn the_shared_catalog_loads() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/aws-instance-types-us-east-1.json");
-        let Ok(text) = std::fs::read_to_string(path) else {
-            // The shared folder sits beside the checkout; CI always has it.
-            panic!("missing {path}");
-        };
-        let c = Catalog::from_file(serde_json::from_str(&text).unwrap()).unwrap();
+    fn the_builtin_catalog_loads_every_type() {
+        let c = Catalog::builtin();
         assert_eq!(c.instance_types.len(), 1363);
-        assert_eq!(c.instance_types.iter().filter(|t| !t.offerings.is_empty()).count(), 1345);
+        assert_eq!(
+            c.instance_types
+                .iter()
+                .filter(|t| !t.offerings.is_empty())
+                .count(),
+            1345
+        );
     }
 }

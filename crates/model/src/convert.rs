@@ -5,8 +5,8 @@
 use crate::error::FieldError;
 use crate::labels::{self, normalize_key};
 use crate::pod::{
-    ContainerRequests, HostPort, InclusionPolicy, Namespaces, Pod, PodAffinityTerm, PodPhase, TopologySpread, Weighted,
-    WhenUnsatisfiable, effective_requests,
+    ContainerRequests, HostPort, InclusionPolicy, Namespaces, Pod, PodAffinityTerm, PodPhase,
+    TopologySpread, Weighted, WhenUnsatisfiable, effective_requests,
 };
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::Resources;
@@ -35,10 +35,14 @@ pub struct Node {
     pub created: Option<String>,
 }
 
-fn resource_list(map: &BTreeMap<String, K8sQuantity>, field: &str) -> Result<Resources, FieldError> {
+fn resource_list(
+    map: &BTreeMap<String, K8sQuantity>,
+    field: &str,
+) -> Result<Resources, FieldError> {
     let mut r = Resources::new();
     for (k, v) in map {
-        r.set_str(k, &v.0).map_err(|e| FieldError::new(format!("{field}.{k}"), e.to_string()))?;
+        r.set_str(k, &v.0)
+            .map_err(|e| FieldError::new(format!("{field}.{k}"), e.to_string()))?;
     }
     Ok(r)
 }
@@ -55,9 +59,9 @@ fn container_requests(c: &core::Container, field: &str) -> Result<Resources, Fie
     if let Some(limits) = &res.limits {
         for (k, v) in limits {
             if res.requests.as_ref().is_none_or(|r| !r.contains_key(k)) {
-                requests
-                    .set_str(k, &v.0)
-                    .map_err(|e| FieldError::new(format!("{field}.resources.limits.{k}"), e.to_string()))?;
+                requests.set_str(k, &v.0).map_err(|e| {
+                    FieldError::new(format!("{field}.resources.limits.{k}"), e.to_string())
+                })?;
             }
         }
     }
@@ -70,19 +74,30 @@ fn host_ports(c: &core::Container, out: &mut Vec<HostPort>) {
             out.push(HostPort {
                 port: hp,
                 protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-                ip: p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "0.0.0.0".into()),
+                ip: p
+                    .host_ip
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "0.0.0.0".into()),
             });
         }
     }
 }
 
 /// Node-selector requirements (`matchExpressions`) with keys normalized.
-pub fn node_selector_requirements(exprs: &[core::NodeSelectorRequirement], field: &str) -> Result<Requirements, FieldError> {
+pub fn node_selector_requirements(
+    exprs: &[core::NodeSelectorRequirement],
+    field: &str,
+) -> Result<Requirements, FieldError> {
     let mut out = Requirements::new();
     for (i, e) in exprs.iter().enumerate() {
         let f = format!("{field}[{i}]");
-        let op = Operator::parse(&e.operator)
-            .ok_or_else(|| FieldError::new(format!("{f}.operator"), format!("unknown operator {:?}", e.operator)))?;
+        let op = Operator::parse(&e.operator).ok_or_else(|| {
+            FieldError::new(
+                format!("{f}.operator"),
+                format!("unknown operator {:?}", e.operator),
+            )
+        })?;
         let values = e.values.clone().unwrap_or_default();
         let r = Requirement::new(normalize_key(&e.key).into_owned(), op, &values)
             .map_err(|err| FieldError::new(format!("{f}.values"), err.to_string()))?;
@@ -91,11 +106,20 @@ pub fn node_selector_requirements(exprs: &[core::NodeSelectorRequirement], field
     Ok(out)
 }
 
-fn node_selector_term(t: &core::NodeSelectorTerm, field: &str, warnings: &mut Vec<String>) -> Result<Requirements, FieldError> {
+fn node_selector_term(
+    t: &core::NodeSelectorTerm,
+    field: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Requirements, FieldError> {
     if t.match_fields.as_ref().is_some_and(|m| !m.is_empty()) {
-        warnings.push(format!("{field}.matchFields: not supported by the scheduling simulation; ignored"));
+        warnings.push(format!(
+            "{field}.matchFields: not supported by the scheduling simulation; ignored"
+        ));
     }
-    node_selector_requirements(t.match_expressions.as_deref().unwrap_or_default(), &format!("{field}.matchExpressions"))
+    node_selector_requirements(
+        t.match_expressions.as_deref().unwrap_or_default(),
+        &format!("{field}.matchExpressions"),
+    )
 }
 
 pub fn label_selector(s: &meta::LabelSelector, field: &str) -> Result<LabelSelector, FieldError> {
@@ -116,7 +140,9 @@ pub fn label_selector(s: &meta::LabelSelector, field: &str) -> Result<LabelSelec
             other => {
                 return Err(FieldError::new(
                     format!("{field}.matchExpressions[{i}].operator"),
-                    format!("unknown operator {other:?} (expected In, NotIn, Exists or DoesNotExist)"),
+                    format!(
+                        "unknown operator {other:?} (expected In, NotIn, Exists or DoesNotExist)"
+                    ),
                 ));
             }
         };
@@ -162,7 +188,10 @@ fn affinity_term(
     }
     let list = t.namespaces.clone().unwrap_or_default();
     let namespaces = match &t.namespace_selector {
-        Some(ns) if ns.match_labels.as_ref().is_none_or(|m| m.is_empty()) && ns.match_expressions.as_ref().is_none_or(|m| m.is_empty()) => {
+        Some(ns)
+            if ns.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                && ns.match_expressions.as_ref().is_none_or(|m| m.is_empty()) =>
+        {
             Namespaces::All
         }
         Some(_) => {
@@ -175,7 +204,10 @@ fn affinity_term(
         None => Namespaces::List(list),
     };
     if t.topology_key.is_empty() {
-        return Err(FieldError::new(format!("{field}.topologyKey"), "must not be empty"));
+        return Err(FieldError::new(
+            format!("{field}.topologyKey"),
+            "must not be empty",
+        ));
     }
     Ok(PodAffinityTerm {
         selector,
@@ -188,13 +220,18 @@ pub fn toleration(t: &core::Toleration, field: &str) -> Result<Toleration, Field
     let operator = match t.operator.as_deref() {
         None | Some("Equal") => TolerationOperator::Equal,
         Some("Exists") => TolerationOperator::Exists,
-        Some(o) => return Err(FieldError::new(format!("{field}.operator"), format!("unknown operator {o:?} (expected Equal or Exists)"))),
+        Some(o) => {
+            return Err(FieldError::new(
+                format!("{field}.operator"),
+                format!("unknown operator {o:?} (expected Equal or Exists)"),
+            ));
+        }
     };
     let effect = match t.effect.as_deref() {
         None | Some("") => None,
-        Some(e) => Some(
-            Effect::parse(e).ok_or_else(|| FieldError::new(format!("{field}.effect"), format!("unknown effect {e:?}")))?,
-        ),
+        Some(e) => Some(Effect::parse(e).ok_or_else(|| {
+            FieldError::new(format!("{field}.effect"), format!("unknown effect {e:?}"))
+        })?),
     };
     Ok(Toleration {
         key: t.key.clone().unwrap_or_default(),
@@ -205,8 +242,12 @@ pub fn toleration(t: &core::Toleration, field: &str) -> Result<Toleration, Field
 }
 
 pub fn taint(t: &core::Taint, field: &str) -> Result<Taint, FieldError> {
-    let effect = Effect::parse(&t.effect)
-        .ok_or_else(|| FieldError::new(format!("{field}.effect"), format!("unknown effect {:?}", t.effect)))?;
+    let effect = Effect::parse(&t.effect).ok_or_else(|| {
+        FieldError::new(
+            format!("{field}.effect"),
+            format!("unknown effect {:?}", t.effect),
+        )
+    })?;
     Ok(Taint {
         key: t.key.clone(),
         value: t.value.clone().unwrap_or_default(),
@@ -217,7 +258,10 @@ pub fn taint(t: &core::Taint, field: &str) -> Result<Taint, FieldError> {
 /// Converts a pod. `warnings` collects what capstan does not model.
 pub fn pod(p: &core::Pod, warnings: &mut Vec<String>) -> Result<Pod, FieldError> {
     let md = &p.metadata;
-    let name = md.name.clone().ok_or_else(|| FieldError::new("metadata.name", "a pod needs a name"))?;
+    let name = md
+        .name
+        .clone()
+        .ok_or_else(|| FieldError::new("metadata.name", "a pod needs a name"))?;
     let namespace = md.namespace.clone().unwrap_or_else(|| "default".into());
     let labels = md.labels.clone().unwrap_or_default();
     let owner = md
@@ -226,7 +270,10 @@ pub fn pod(p: &core::Pod, warnings: &mut Vec<String>) -> Result<Pod, FieldError>
         .flatten()
         .find(|o| o.controller == Some(true))
         .or_else(|| md.owner_references.iter().flatten().next());
-    let spec = p.spec.as_ref().ok_or_else(|| FieldError::new("spec", "a pod needs a spec"))?;
+    let spec = p
+        .spec
+        .as_ref()
+        .ok_or_else(|| FieldError::new("spec", "a pod needs a spec"))?;
     let phase = p
         .status
         .as_ref()
@@ -293,7 +340,10 @@ pub fn pod_spec(
 
     let mut node_selector = Requirements::new();
     for (k, v) in spec.node_selector.iter().flatten() {
-        node_selector.add(Requirement::in_values(normalize_key(k).into_owned(), [v.clone()]));
+        node_selector.add(Requirement::in_values(
+            normalize_key(k).into_owned(),
+            [v.clone()],
+        ));
     }
     let mut out = Pod {
         requests,
@@ -308,12 +358,22 @@ pub fn pod_spec(
         if let Some(na) = &aff.node_affinity {
             if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
                 for (i, t) in req.node_selector_terms.iter().enumerate() {
-                    let f = format!("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]");
-                    out.required_terms.push(node_selector_term(t, &f, warnings)?);
+                    let f = format!(
+                        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"
+                    );
+                    out.required_terms
+                        .push(node_selector_term(t, &f, warnings)?);
                 }
             }
-            for (i, t) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                let f = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference");
+            for (i, t) in na
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!(
+                    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"
+                );
                 out.preferred_terms.push(Weighted {
                     weight: t.weight,
                     term: node_selector_term(&t.preference, &f, warnings)?,
@@ -321,12 +381,27 @@ pub fn pod_spec(
             }
         }
         if let Some(pa) = &aff.pod_affinity {
-            for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                let f = format!("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
-                out.affinity.push(affinity_term(t, namespace, labels, &f, warnings)?);
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!(
+                    "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+                );
+                out.affinity
+                    .push(affinity_term(t, namespace, labels, &f, warnings)?);
             }
-            for (i, t) in pa.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                let f = format!("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm");
+            for (i, t) in pa
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!(
+                    "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
+                );
                 out.preferred_affinity.push(Weighted {
                     weight: t.weight,
                     term: affinity_term(&t.pod_affinity_term, namespace, labels, &f, warnings)?,
@@ -334,12 +409,27 @@ pub fn pod_spec(
             }
         }
         if let Some(pa) = &aff.pod_anti_affinity {
-            for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                let f = format!("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
-                out.anti_affinity.push(affinity_term(t, namespace, labels, &f, warnings)?);
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!(
+                    "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+                );
+                out.anti_affinity
+                    .push(affinity_term(t, namespace, labels, &f, warnings)?);
             }
-            for (i, t) in pa.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                let f = format!("spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm");
+            for (i, t) in pa
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!(
+                    "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
+                );
                 out.preferred_anti_affinity.push(Weighted {
                     weight: t.weight,
                     term: affinity_term(&t.pod_affinity_term, namespace, labels, &f, warnings)?,
@@ -348,12 +438,21 @@ pub fn pod_spec(
         }
     }
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-        out.tolerations.push(toleration(t, &format!("spec.tolerations[{i}]"))?);
+        out.tolerations
+            .push(toleration(t, &format!("spec.tolerations[{i}]"))?);
     }
-    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+    for (i, c) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
         let f = format!("spec.topologySpreadConstraints[{i}]");
         if c.max_skew < 1 {
-            return Err(FieldError::new(format!("{f}.maxSkew"), format!("must be at least 1, got {}", c.max_skew)));
+            return Err(FieldError::new(
+                format!("{f}.maxSkew"),
+                format!("must be at least 1, got {}", c.max_skew),
+            ));
         }
         let when = match c.when_unsatisfiable.as_str() {
             "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
@@ -369,7 +468,10 @@ pub fn pod_spec(
             None => Ok(default),
             Some("Honor") => Ok(InclusionPolicy::Honor),
             Some("Ignore") => Ok(InclusionPolicy::Ignore),
-            Some(o) => Err(FieldError::new(format!("{f}.{field}"), format!("expected Honor or Ignore, got {o:?}"))),
+            Some(o) => Err(FieldError::new(
+                format!("{f}.{field}"),
+                format!("expected Honor or Ignore, got {o:?}"),
+            )),
         };
         let mut selector = match &c.label_selector {
             Some(s) => Some(label_selector(s, &format!("{f}.labelSelector"))?),
@@ -384,10 +486,16 @@ pub fn pod_spec(
         }
         if let Some(md) = c.min_domains {
             if md < 1 {
-                return Err(FieldError::new(format!("{f}.minDomains"), format!("must be at least 1, got {md}")));
+                return Err(FieldError::new(
+                    format!("{f}.minDomains"),
+                    format!("must be at least 1, got {md}"),
+                ));
             }
             if when != WhenUnsatisfiable::DoNotSchedule {
-                return Err(FieldError::new(format!("{f}.minDomains"), "may only be set with whenUnsatisfiable: DoNotSchedule"));
+                return Err(FieldError::new(
+                    format!("{f}.minDomains"),
+                    "may only be set with whenUnsatisfiable: DoNotSchedule",
+                ));
             }
         }
         out.spread.push(TopologySpread {
@@ -396,8 +504,16 @@ pub fn pod_spec(
             when_unsatisfiable: when,
             selector,
             min_domains: c.min_domains,
-            node_affinity_policy: policy(&c.node_affinity_policy, InclusionPolicy::Honor, "nodeAffinityPolicy")?,
-            node_taints_policy: policy(&c.node_taints_policy, InclusionPolicy::Ignore, "nodeTaintsPolicy")?,
+            node_affinity_policy: policy(
+                &c.node_affinity_policy,
+                InclusionPolicy::Honor,
+                "nodeAffinityPolicy",
+            )?,
+            node_taints_policy: policy(
+                &c.node_taints_policy,
+                InclusionPolicy::Ignore,
+                "nodeTaintsPolicy",
+            )?,
         });
     }
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
@@ -421,22 +537,30 @@ pub fn pod_spec(
 /// (`ON_DEMAND`/`SPOT`) becomes `capstan.dev/capacity-type`.
 pub fn node(n: &core::Node) -> Result<Node, FieldError> {
     let md = &n.metadata;
-    let name = md.name.clone().ok_or_else(|| FieldError::new("metadata.name", "a node needs a name"))?;
+    let name = md
+        .name
+        .clone()
+        .ok_or_else(|| FieldError::new("metadata.name", "a node needs a name"))?;
     let mut node_labels = BTreeMap::new();
     for (k, v) in md.labels.iter().flatten() {
         node_labels.insert(normalize_key(k).into_owned(), v.clone());
     }
-    if !node_labels.contains_key(labels::CAPACITY_TYPE) {
-        if let Some(v) = md.labels.as_ref().and_then(|l| l.get("eks.amazonaws.com/capacityType")) {
-            let ct = if v.eq_ignore_ascii_case("SPOT") {
-                labels::CAPACITY_SPOT
-            } else {
-                labels::CAPACITY_ON_DEMAND
-            };
-            node_labels.insert(labels::CAPACITY_TYPE.to_string(), ct.to_string());
-        }
+    if !node_labels.contains_key(labels::CAPACITY_TYPE)
+        && let Some(v) = md
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("eks.amazonaws.com/capacityType"))
+    {
+        let ct = if v.eq_ignore_ascii_case("SPOT") {
+            labels::CAPACITY_SPOT
+        } else {
+            labels::CAPACITY_ON_DEMAND
+        };
+        node_labels.insert(labels::CAPACITY_TYPE.to_string(), ct.to_string());
     }
-    node_labels.entry(labels::HOSTNAME.to_string()).or_insert_with(|| name.clone());
+    node_labels
+        .entry(labels::HOSTNAME.to_string())
+        .or_insert_with(|| name.clone());
     let spec = n.spec.clone().unwrap_or_default();
     let status = n.status.clone().unwrap_or_default();
     let mut taints = Vec::new();
@@ -487,7 +611,11 @@ mod tests {
         }))
         .unwrap_err();
         assert_eq!(err.field, "spec.containers[0].resources.requests.cpu");
-        assert!(err.message.contains("invalid quantity \"12x\""), "{}", err.message);
+        assert!(
+            err.message.contains("invalid quantity \"12x\""),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
@@ -541,8 +669,13 @@ mod tests {
         }))
         .unwrap();
         let sel = p.spread[0].selector.as_ref().unwrap();
-        let mut other: BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into_iter().collect();
-        assert!(!sel.matches(&other), "a pod of another revision is not counted");
+        let mut other: BTreeMap<String, String> = [("app".to_string(), "web".to_string())]
+            .into_iter()
+            .collect();
+        assert!(
+            !sel.matches(&other),
+            "a pod of another revision is not counted"
+        );
         other.insert("pod-template-hash".into(), "abc".into());
         assert!(sel.matches(&other));
         assert_eq!(p.spread[0].node_taints_policy, InclusionPolicy::Ignore);
@@ -557,7 +690,10 @@ mod tests {
                 "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "Sometimes"}]}
         }))
         .unwrap_err();
-        assert_eq!(err.field, "spec.topologySpreadConstraints[0].whenUnsatisfiable");
+        assert_eq!(
+            err.field,
+            "spec.topologySpreadConstraints[0].whenUnsatisfiable"
+        );
     }
 
     #[test]

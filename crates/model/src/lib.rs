@@ -37,20 +37,49 @@ mod fixture_tests {
         let text = include_str!("../testdata/karpenter-nodepool.yaml");
         let o = load("karpenter-nodepool.yaml", text, &[Kind::NodePool]).unwrap();
         assert_eq!(o.nodepools.len(), 1);
-        assert_eq!(o.warnings.len(), 1, "the EC2NodeClass is skipped with a warning: {:?}", o.warnings);
+        assert_eq!(
+            o.warnings.len(),
+            1,
+            "the EC2NodeClass is skipped with a warning: {:?}",
+            o.warnings
+        );
         let p = &o.nodepools[0];
         assert_eq!(p.name, "general-purpose");
         assert_eq!(p.weight, 10);
-        let cat = p.requirements.get(labels::INSTANCE_CATEGORY).expect("karpenter.k8s.aws key normalized");
+        let cat = p
+            .requirements
+            .get(labels::INSTANCE_CATEGORY)
+            .expect("karpenter.k8s.aws key normalized");
         assert_eq!(cat.min_values, Some(2));
-        assert_eq!(p.requirements.get(labels::INSTANCE_FAMILY).unwrap().min_values, Some(5));
+        assert_eq!(
+            p.requirements
+                .get(labels::INSTANCE_FAMILY)
+                .unwrap()
+                .min_values,
+            Some(5)
+        );
         assert!(p.requirements.allows(labels::INSTANCE_GENERATION, "7"));
         assert!(!p.requirements.allows(labels::INSTANCE_GENERATION, "2"));
-        assert_eq!(p.requirements.get(labels::CAPACITY_TYPE).unwrap().operator(), Operator::In);
-        assert!(p.requirements.allows(labels::CAPACITY_TYPE, "spot"), "explicit capacity types beat the default");
+        assert_eq!(
+            p.requirements
+                .get(labels::CAPACITY_TYPE)
+                .unwrap()
+                .operator(),
+            Operator::In
+        );
+        assert!(
+            p.requirements.allows(labels::CAPACITY_TYPE, "spot"),
+            "explicit capacity types beat the default"
+        );
         assert!(p.requirements.allows(labels::ARCH, "arm64"));
-        assert!(p.requirements.allows(labels::OS, "linux"), "os gets the default");
-        assert!(p.requirements.allows("billing-team", "my-team"), "template labels become requirements");
+        assert!(
+            p.requirements.allows(labels::OS, "linux"),
+            "os gets the default"
+        );
+        assert!(
+            p.requirements.allows("billing-team", "my-team"),
+            "template labels become requirements"
+        );
         assert_eq!(p.taints.len(), 1);
         assert_eq!(p.startup_taints.len(), 1);
         assert_eq!(p.limits["cpu"], 1_000_000);
@@ -58,7 +87,10 @@ mod fixture_tests {
         assert_eq!(p.budgets.len(), 3);
         assert_eq!(p.budgets[1].schedule.as_deref(), Some("0 9 * * mon-fri"));
         assert_eq!(p.budgets[2].reasons.as_ref().unwrap().len(), 2);
-        assert_eq!(p.consolidation_policy, ConsolidationPolicy::WhenEmptyOrUnderutilized);
+        assert_eq!(
+            p.consolidation_policy,
+            ConsolidationPolicy::WhenEmptyOrUnderutilized
+        );
         assert_eq!(p.consolidate_after_seconds, Some(60));
         assert_eq!(p.expire_after_seconds, Some(720 * 3600));
         assert_eq!(p.termination_grace_period_seconds, Some(48 * 3600));

@@ -72,7 +72,8 @@ pub fn documents(file: &str, text: &str) -> Result<Vec<Value>, LoadError> {
     let trimmed = text.trim_start();
     let mut docs = Vec::new();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: Value = serde_json::from_str(text).map_err(|e| parse_err(format!("invalid JSON: {e}")))?;
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| parse_err(format!("invalid JSON: {e}")))?;
         match v {
             Value::Array(items) => docs.extend(items),
             v => docs.push(v),
@@ -93,21 +94,25 @@ pub fn documents(file: &str, text: &str) -> Result<Vec<Value>, LoadError> {
 }
 
 fn flatten(v: Value, out: &mut Vec<Value>) {
-    let is_list = v.get("kind").and_then(Value::as_str).is_some_and(|k| k == "List" || k.ends_with("List"));
-    if is_list {
-        if let Some(Value::Array(items)) = v.get("items") {
-            for item in items.clone() {
-                flatten(item, out);
-            }
-            return;
+    let is_list = v
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k == "List" || k.ends_with("List"));
+    if is_list && let Some(Value::Array(items)) = v.get("items") {
+        for item in items.clone() {
+            flatten(item, out);
         }
+        return;
     }
     out.push(v);
 }
 
 fn object_name(v: &Value) -> String {
     let md = v.get("metadata");
-    let name = md.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("<unnamed>");
+    let name = md
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("<unnamed>");
     match md.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
         Some(ns) => format!("{ns}/{name}"),
         None => name.to_string(),
@@ -120,16 +125,17 @@ fn stringify_quantities(v: &mut Value) {
     match v {
         Value::Object(map) => {
             for (k, child) in map.iter_mut() {
-                let is_resource_map = matches!(k.as_str(), "requests" | "limits" | "overhead" | "allocatable" | "capacity");
-                if is_resource_map {
-                    if let Value::Object(res) = child {
-                        for q in res.values_mut() {
-                            if let Value::Number(n) = q {
-                                *q = Value::String(n.to_string());
-                            }
+                let is_resource_map = matches!(
+                    k.as_str(),
+                    "requests" | "limits" | "overhead" | "allocatable" | "capacity"
+                );
+                if is_resource_map && let Value::Object(res) = child {
+                    for q in res.values_mut() {
+                        if let Value::Number(n) = q {
+                            *q = Value::String(n.to_string());
                         }
-                        continue;
                     }
+                    continue;
                 }
                 stringify_quantities(child);
             }
@@ -142,7 +148,10 @@ fn stringify_quantities(v: &mut Value) {
 fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, FieldError> {
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
-        FieldError::new(if path == "." { String::new() } else { path }, e.into_inner().to_string())
+        FieldError::new(
+            if path == "." { String::new() } else { path },
+            e.into_inner().to_string(),
+        )
     })
 }
 
@@ -150,12 +159,26 @@ fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, FieldError> {
 pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadError> {
     let mut out = Objects::default();
     for (i, mut doc) in documents(file, text)?.into_iter().enumerate() {
-        let api_version = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
-        let kind_name = doc.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let api_version = doc
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let kind_name = doc
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let name = object_name(&doc);
         let Some(kind) = Kind::of(&api_version, &kind_name) else {
-            let what = if kind_name.is_empty() { format!("document {i} (no kind)") } else { format!("{kind_name} {name}") };
-            out.warnings.push(format!("{file}: {what}: skipped (not a kind this command reads)"));
+            let what = if kind_name.is_empty() {
+                format!("document {i} (no kind)")
+            } else {
+                format!("{kind_name} {name}")
+            };
+            out.warnings.push(format!(
+                "{file}: {what}: skipped (not a kind this command reads)"
+            ));
             continue;
         };
         if !wanted.contains(&kind) {
@@ -173,7 +196,8 @@ pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadErro
         match kind {
             Kind::Pod => {
                 let p: k8s_openapi::api::core::v1::Pod = typed(doc).map_err(obj_err)?;
-                out.pods.push(convert::pod(&p, &mut warnings).map_err(obj_err)?);
+                out.pods
+                    .push(convert::pod(&p, &mut warnings).map_err(obj_err)?);
             }
             Kind::Node => {
                 let n: k8s_openapi::api::core::v1::Node = typed(doc).map_err(obj_err)?;
@@ -183,9 +207,16 @@ pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadErro
                 let ds: k8s_openapi::api::apps::v1::DaemonSet = typed(doc).map_err(obj_err)?;
                 let spec = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref());
                 let Some(spec) = spec else {
-                    return Err(obj_err(FieldError::new("spec.template.spec", "a DaemonSet needs a pod template")));
+                    return Err(obj_err(FieldError::new(
+                        "spec.template.spec",
+                        "a DaemonSet needs a pod template",
+                    )));
                 };
-                let ns = ds.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+                let ns = ds
+                    .metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into());
                 let tmpl_labels = ds
                     .spec
                     .as_ref()
@@ -203,7 +234,8 @@ pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadErro
             }
             Kind::NodePool => {
                 let obj: NodePoolObject = typed(doc).map_err(obj_err)?;
-                out.nodepools.push(NodePool::compile(&obj).map_err(obj_err)?);
+                out.nodepools
+                    .push(NodePool::compile(&obj).map_err(obj_err)?);
             }
             Kind::NodeClaim => {
                 let obj: NodeClaimObject = typed(doc).map_err(obj_err)?;
@@ -211,7 +243,11 @@ pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadErro
             }
             Kind::PodDisruptionBudget => out.pdbs.push(doc),
         }
-        out.warnings.extend(warnings.into_iter().map(|w| format!("{file}: {label}: {w}")));
+        out.warnings.extend(
+            warnings
+                .into_iter()
+                .map(|w| format!("{file}: {label}: {w}")),
+        );
     }
     Ok(out)
 }
@@ -247,26 +283,44 @@ mod tests {
     fn a_wrongly_typed_field_is_named_too() {
         let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":"nope"}}"#;
         let err = load("p.json", json, &[Kind::Pod]).unwrap_err().to_string();
-        assert!(err.starts_with("p.json: pod p: spec.containers: invalid type"), "{err}");
+        assert!(
+            err.starts_with("p.json: pod p: spec.containers: invalid type"),
+            "{err}"
+        );
     }
 
     #[test]
     fn unknown_nodepool_fields_are_reported_not_ignored() {
         let yaml = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      requirements: []\n      taintz: []\n";
-        let err = load("np.yaml", yaml, &[Kind::NodePool]).unwrap_err().to_string();
-        assert!(err.starts_with("np.yaml: nodepool x: spec.template.spec.taintz: unknown field `taintz`"), "{err}");
+        let err = load("np.yaml", yaml, &[Kind::NodePool])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "np.yaml: nodepool x: spec.template.spec.taintz: unknown field `taintz`"
+            ),
+            "{err}"
+        );
     }
 
     #[test]
     fn other_kinds_are_skipped_with_a_warning() {
         let yaml = "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: default}\nspec: {}\n";
         let o = load("np.yaml", yaml, &[Kind::NodePool]).unwrap();
-        assert_eq!(o.warnings, vec!["np.yaml: EC2NodeClass default: skipped (not a kind this command reads)".to_string()]);
+        assert_eq!(
+            o.warnings,
+            vec![
+                "np.yaml: EC2NodeClass default: skipped (not a kind this command reads)"
+                    .to_string()
+            ]
+        );
     }
 
     #[test]
     fn syntax_errors_name_the_file() {
-        let err = load("x.json", "{not json", &[Kind::Pod]).unwrap_err().to_string();
+        let err = load("x.json", "{not json", &[Kind::Pod])
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("x.json: invalid JSON"), "{err}");
     }
 }

@@ -217,13 +217,19 @@ pub fn parse_duration(s: &str) -> Result<Option<u64>, String> {
         return Ok(Some(0));
     }
     while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         if num_end == 0 {
             return Err(format!("invalid duration {s:?}: expected a number"));
         }
-        let n: f64 = rest[..num_end].parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        let n: f64 = rest[..num_end]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}"))?;
         rest = &rest[num_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_end] {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,
@@ -231,7 +237,11 @@ pub fn parse_duration(s: &str) -> Result<Option<u64>, String> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            "" => return Err(format!("invalid duration {s:?}: missing unit (ns, us, ms, s, m, h)")),
+            "" => {
+                return Err(format!(
+                    "invalid duration {s:?}: missing unit (ns, us, ms, s, m, h)"
+                ));
+            }
             u => return Err(format!("invalid duration {s:?}: unknown unit {u:?}")),
         };
         total += n * scale;
@@ -244,7 +254,10 @@ pub fn compile_taint(t: &TaintSpec, field: &str) -> Result<Taint, FieldError> {
     let effect = Effect::parse(&t.effect).ok_or_else(|| {
         FieldError::new(
             format!("{field}.effect"),
-            format!("unknown taint effect {:?} (expected NoSchedule, PreferNoSchedule or NoExecute)", t.effect),
+            format!(
+                "unknown taint effect {:?} (expected NoSchedule, PreferNoSchedule or NoExecute)",
+                t.effect
+            ),
         )
     })?;
     Ok(Taint {
@@ -254,25 +267,35 @@ pub fn compile_taint(t: &TaintSpec, field: &str) -> Result<Taint, FieldError> {
     })
 }
 
-pub fn compile_requirements(specs: &[RequirementSpec], field: &str) -> Result<Requirements, FieldError> {
+pub fn compile_requirements(
+    specs: &[RequirementSpec],
+    field: &str,
+) -> Result<Requirements, FieldError> {
     let mut out = Requirements::new();
     for (i, r) in specs.iter().enumerate() {
         let f = format!("{field}[{i}]");
         let op = Operator::parse(&r.operator).ok_or_else(|| {
             FieldError::new(
                 format!("{f}.operator"),
-                format!("unknown operator {:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)", r.operator),
+                format!(
+                    "unknown operator {:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)",
+                    r.operator
+                ),
             )
         })?;
         let req = Requirement::new(normalize_key(&r.key).into_owned(), op, &r.values)
             .map_err(|e| FieldError::new(format!("{f}.values"), e.to_string()))?;
-        if let Some(m) = r.min_values {
-            if op == Operator::In && (m as usize) > r.values.len() {
-                return Err(FieldError::new(
-                    format!("{f}.minValues"),
-                    format!("minValues {m} is more than the {} values listed", r.values.len()),
-                ));
-            }
+        if let Some(m) = r.min_values
+            && op == Operator::In
+            && (m as usize) > r.values.len()
+        {
+            return Err(FieldError::new(
+                format!("{f}.minValues"),
+                format!(
+                    "minValues {m} is more than the {} values listed",
+                    r.values.len()
+                ),
+            ));
         }
         out.add(req.with_min_values(r.min_values));
     }
@@ -297,7 +320,10 @@ impl NodePool {
         if obj.api_version != API_VERSION && obj.api_version != KARPENTER_API_VERSION {
             return Err(FieldError::new(
                 "apiVersion",
-                format!("expected {API_VERSION} or {KARPENTER_API_VERSION}, got {:?}", obj.api_version),
+                format!(
+                    "expected {API_VERSION} or {KARPENTER_API_VERSION}, got {:?}",
+                    obj.api_version
+                ),
             ));
         }
         if obj.metadata.name.is_empty() {
@@ -305,7 +331,8 @@ impl NodePool {
         }
         let spec = &obj.spec;
         let tspec = &spec.template.spec;
-        let mut requirements = compile_requirements(&tspec.requirements, "spec.template.spec.requirements")?;
+        let mut requirements =
+            compile_requirements(&tspec.requirements, "spec.template.spec.requirements")?;
         for d in default_requirements().iter() {
             if !requirements.has_key(&d.key) {
                 requirements.add(d.clone());
@@ -320,13 +347,13 @@ impl NodePool {
         tlabels.insert(labels::NODEPOOL.to_string(), obj.metadata.name.clone());
         for (k, v) in &tlabels {
             let r = Requirement::in_values(k.clone(), [v.clone()]);
-            if let Some(existing) = requirements.get(k) {
-                if !existing.intersects(&r) {
-                    return Err(FieldError::new(
-                        format!("spec.template.metadata.labels[{k}]"),
-                        format!("label {k}={v} contradicts requirement {existing}"),
-                    ));
-                }
+            if let Some(existing) = requirements.get(k)
+                && !existing.intersects(&r)
+            {
+                return Err(FieldError::new(
+                    format!("spec.template.metadata.labels[{k}]"),
+                    format!("label {k}={v} contradicts requirement {existing}"),
+                ));
             }
             requirements.add(r);
         }
@@ -347,21 +374,37 @@ impl NodePool {
             let q = v
                 .parse()
                 .map_err(|e| FieldError::new(format!("spec.limits.{k}"), e.to_string()))?;
-            let amount = if k == CPU { q.milli_ceil() } else { q.units_ceil() };
+            let amount = if k == CPU {
+                q.milli_ceil()
+            } else {
+                q.units_ceil()
+            };
             limits.insert(k.clone(), amount);
         }
-        let dur = |v: &Option<String>, field: &str, default: Option<u64>| -> Result<Option<u64>, FieldError> {
+        let dur = |v: &Option<String>,
+                   field: &str,
+                   default: Option<u64>|
+         -> Result<Option<u64>, FieldError> {
             match v {
                 None => Ok(default),
                 Some(s) => parse_duration(s).map_err(|e| FieldError::new(field, e)),
             }
         };
-        let expire_after_seconds = dur(&tspec.expire_after, "spec.template.spec.expireAfter", Some(720 * 3600))?;
-        let termination_grace_period_seconds =
-            dur(&tspec.termination_grace_period, "spec.template.spec.terminationGracePeriod", None)?;
+        let expire_after_seconds = dur(
+            &tspec.expire_after,
+            "spec.template.spec.expireAfter",
+            Some(720 * 3600),
+        )?;
+        let termination_grace_period_seconds = dur(
+            &tspec.termination_grace_period,
+            "spec.template.spec.terminationGracePeriod",
+            None,
+        )?;
         let disruption = spec.disruption.clone().unwrap_or_default();
         let consolidation_policy = match disruption.consolidation_policy.as_deref() {
-            None | Some("WhenEmptyOrUnderutilized") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            None | Some("WhenEmptyOrUnderutilized") => {
+                ConsolidationPolicy::WhenEmptyOrUnderutilized
+            }
             Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
             Some(other) => {
                 return Err(FieldError::new(
@@ -370,7 +413,11 @@ impl NodePool {
                 ));
             }
         };
-        let consolidate_after_seconds = dur(&disruption.consolidate_after, "spec.disruption.consolidateAfter", Some(0))?;
+        let consolidate_after_seconds = dur(
+            &disruption.consolidate_after,
+            "spec.disruption.consolidateAfter",
+            Some(0),
+        )?;
         let budgets = disruption.budgets.clone().unwrap_or_else(|| {
             vec![Budget {
                 nodes: "10%".into(),
@@ -383,10 +430,16 @@ impl NodePool {
             let f = format!("spec.disruption.budgets[{i}]");
             let n = b.nodes.strip_suffix('%').unwrap_or(&b.nodes);
             if n.parse::<u32>().is_err() {
-                return Err(FieldError::new(format!("{f}.nodes"), format!("expected a count or a percentage, got {:?}", b.nodes)));
+                return Err(FieldError::new(
+                    format!("{f}.nodes"),
+                    format!("expected a count or a percentage, got {:?}", b.nodes),
+                ));
             }
             if b.schedule.is_some() != b.duration.is_some() {
-                return Err(FieldError::new(f, "schedule and duration must be set together"));
+                return Err(FieldError::new(
+                    f,
+                    "schedule and duration must be set together",
+                ));
             }
             if let Some(d) = &b.duration {
                 parse_duration(d).map_err(|e| FieldError::new(format!("{f}.duration"), e))?;
@@ -400,10 +453,13 @@ impl NodePool {
                 }
             }
         }
-        if let Some(w) = spec.weight {
-            if !(0..=100).contains(&w) {
-                return Err(FieldError::new("spec.weight", format!("must be between 0 and 100, got {w}")));
-            }
+        if let Some(w) = spec.weight
+            && !(0..=100).contains(&w)
+        {
+            return Err(FieldError::new(
+                "spec.weight",
+                format!("must be between 0 and 100, got {w}"),
+            ));
         }
         Ok(NodePool {
             name: obj.metadata.name.clone(),
@@ -448,7 +504,11 @@ pub struct NodeClaimObject {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeClaimStatus {
-    #[serde(default, rename = "providerID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
     #[serde(default, rename = "imageID", skip_serializing_if = "Option::is_none")]
     pub image_id: Option<String>,

@@ -85,7 +85,11 @@ pub struct PodAffinityTerm {
 
 impl PodAffinityTerm {
     pub fn selects(&self, pod: &Pod) -> bool {
-        self.namespaces.contains(&pod.namespace) && self.selector.as_ref().is_some_and(|s| s.matches(&pod.labels))
+        self.namespaces.contains(&pod.namespace)
+            && self
+                .selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&pod.labels))
     }
 }
 
@@ -175,7 +179,11 @@ pub struct ContainerRequests {
 /// A pod's effective requests by Kubernetes' rules (`resourcehelper.PodRequests`):
 /// max(sum of app containers + sidecars, for each regular init container: itself plus the
 /// sidecars started before it), plus pod overhead. Does not add the `pods` slot.
-pub fn effective_requests(containers: &[Resources], init_containers: &[ContainerRequests], overhead: &Resources) -> Resources {
+pub fn effective_requests(
+    containers: &[Resources],
+    init_containers: &[ContainerRequests],
+    overhead: &Resources,
+) -> Resources {
     let mut reqs = Resources::new();
     for c in containers {
         reqs.add(c);
@@ -219,11 +227,42 @@ mod tests {
     #[test]
     fn effective_requests_follow_kubernetes_rules() {
         // (name, app containers, init containers, overhead, expected)
-        let cases: Vec<(&str, Vec<Resources>, Vec<ContainerRequests>, Resources, Resources)> = vec![
-            ("app containers add up", vec![r(100, 64), r(200, 128)], vec![], r(0, 0), r(300, 192)),
-            ("a larger init container wins per resource", vec![r(100, 512)], vec![init(1000, 64, false)], r(0, 0), r(1000, 512)),
-            ("init containers take the max, not the sum", vec![r(100, 64)], vec![init(500, 64, false), init(300, 256, false)], r(0, 0), r(500, 256)),
-            ("sidecars add to the app containers", vec![r(100, 64)], vec![init(50, 32, true)], r(0, 0), r(150, 96)),
+        type Case = (
+            &'static str,
+            Vec<Resources>,
+            Vec<ContainerRequests>,
+            Resources,
+            Resources,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "app containers add up",
+                vec![r(100, 64), r(200, 128)],
+                vec![],
+                r(0, 0),
+                r(300, 192),
+            ),
+            (
+                "a larger init container wins per resource",
+                vec![r(100, 512)],
+                vec![init(1000, 64, false)],
+                r(0, 0),
+                r(1000, 512),
+            ),
+            (
+                "init containers take the max, not the sum",
+                vec![r(100, 64)],
+                vec![init(500, 64, false), init(300, 256, false)],
+                r(0, 0),
+                r(500, 256),
+            ),
+            (
+                "sidecars add to the app containers",
+                vec![r(100, 64)],
+                vec![init(50, 32, true)],
+                r(0, 0),
+                r(150, 96),
+            ),
             (
                 "an init container after a sidecar runs beside it",
                 vec![r(100, 64)],
@@ -238,11 +277,27 @@ mod tests {
                 r(0, 0),
                 r(400, 96),
             ),
-            ("overhead is added last", vec![r(100, 64)], vec![init(500, 64, false)], r(250, 120), r(750, 184)),
-            ("no containers request nothing", vec![], vec![], r(0, 0), r(0, 0)),
+            (
+                "overhead is added last",
+                vec![r(100, 64)],
+                vec![init(500, 64, false)],
+                r(250, 120),
+                r(750, 184),
+            ),
+            (
+                "no containers request nothing",
+                vec![],
+                vec![],
+                r(0, 0),
+                r(0, 0),
+            ),
         ];
         for (name, containers, inits, overhead, want) in cases {
-            assert_eq!(effective_requests(&containers, &inits, &overhead), want, "{name}");
+            assert_eq!(
+                effective_requests(&containers, &inits, &overhead),
+                want,
+                "{name}"
+            );
         }
     }
 

@@ -47,11 +47,15 @@ impl Quantity {
             return Err(err("empty string"));
         }
         let parts = split(input).ok_or_else(|| err("expected a number with an optional suffix (n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent such as e3)"))?;
-        let (base2_exp, base10_exp) =
-            interpret_suffix(parts.suffix).ok_or_else(|| err("unable to parse quantity's suffix"))?;
+        let (base2_exp, base10_exp) = interpret_suffix(parts.suffix)
+            .ok_or_else(|| err("unable to parse quantity's suffix"))?;
         let magnitude = magnitude_nanos(parts.int_digits, parts.frac_digits, base10_exp, base2_exp);
         Ok(Quantity {
-            nanos: if parts.negative { -magnitude } else { magnitude },
+            nanos: if parts.negative {
+                -magnitude
+            } else {
+                magnitude
+            },
         })
     }
 
@@ -234,12 +238,18 @@ fn magnitude_nanos(int_digits: &str, frac_digits: &str, e10: i64, e2: u32) -> i1
         }
         let divisor = BigUint::from(10u32).pow(shift as u32);
         let q = &mantissa / &divisor;
-        if (&q * &divisor) == mantissa { q } else { q + 1u32 }
+        if (&q * &divisor) == mantissa {
+            q
+        } else {
+            q + 1u32
+        }
     };
     if result > cap {
         MAX_NANOS
     } else {
-        u128::try_from(result).map(|v| v as i128).unwrap_or(MAX_NANOS)
+        u128::try_from(result)
+            .map(|v| v as i128)
+            .unwrap_or(MAX_NANOS)
     }
 }
 
@@ -285,9 +295,20 @@ mod tests {
 
     #[test]
     fn rounds_sub_nano_amounts_up_to_one_nano() {
-        assert_eq!(Quantity::parse("0.0000000001").unwrap(), Quantity { nanos: 1 });
-        assert_eq!(Quantity::parse("1.0000000001").unwrap(), Quantity { nanos: 1_000_000_001 });
-        assert_eq!(Quantity::parse("-0.0000000001").unwrap(), Quantity { nanos: -1 });
+        assert_eq!(
+            Quantity::parse("0.0000000001").unwrap(),
+            Quantity { nanos: 1 }
+        );
+        assert_eq!(
+            Quantity::parse("1.0000000001").unwrap(),
+            Quantity {
+                nanos: 1_000_000_001
+            }
+        );
+        assert_eq!(
+            Quantity::parse("-0.0000000001").unwrap(),
+            Quantity { nanos: -1 }
+        );
     }
 
     #[test]
@@ -306,7 +327,10 @@ mod tests {
 
     #[test]
     fn rejects_garbage_with_a_reason() {
-        for input in ["", "12x", "1K", "1 Gi", "Gi", "1e", "1Gii", "abc", "1.2.3", "--1", "1k3", "0x10", ".", "-", "Gi", ".5i", "0.1mi", "1.1.M"] {
+        for input in [
+            "", "12x", "1K", "1 Gi", "Gi", "1e", "1Gii", "abc", "1.2.3", "--1", "1k3", "0x10", ".",
+            "-", "Gi", ".5i", "0.1mi", "1.1.M",
+        ] {
             let err = Quantity::parse(input).expect_err(input);
             assert_eq!(err.input, input);
             assert!(err.to_string().contains("invalid quantity"), "{err}");

@@ -35,7 +35,11 @@ pub enum RequirementError {
     #[error("unknown operator {0:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)")]
     UnknownOperator(String),
     #[error("operator {op:?} takes {expected}, got {got} values")]
-    ValueCount { op: Operator, expected: &'static str, got: usize },
+    ValueCount {
+        op: Operator,
+        expected: &'static str,
+        got: usize,
+    },
     #[error("operator {op:?} needs an integer value, got {value:?}")]
     NotAnInteger { op: Operator, value: String },
 }
@@ -56,7 +60,11 @@ pub struct Requirement {
 }
 
 impl Requirement {
-    pub fn new(key: impl Into<String>, op: Operator, values: &[impl AsRef<str>]) -> Result<Requirement, RequirementError> {
+    pub fn new(
+        key: impl Into<String>,
+        op: Operator,
+        values: &[impl AsRef<str>],
+    ) -> Result<Requirement, RequirementError> {
         let key = key.into();
         let vals: Vec<String> = values.iter().map(|v| v.as_ref().to_string()).collect();
         let count = |expected: &'static str, ok: bool| {
@@ -71,7 +79,11 @@ impl Requirement {
             }
         };
         let int = |v: &String| {
-            v.parse::<i64>().map_err(|_| RequirementError::NotAnInteger { op, value: v.clone() })
+            v.parse::<i64>()
+                .map_err(|_| RequirementError::NotAnInteger {
+                    op,
+                    value: v.clone(),
+                })
         };
         Ok(match op {
             Operator::In => {
@@ -105,7 +117,10 @@ impl Requirement {
         })
     }
 
-    pub fn in_values(key: impl Into<String>, values: impl IntoIterator<Item = impl Into<String>>) -> Requirement {
+    pub fn in_values(
+        key: impl Into<String>,
+        values: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Requirement {
         let mut values: Vec<String> = values.into_iter().map(Into::into).collect();
         values.sort();
         values.dedup();
@@ -119,7 +134,10 @@ impl Requirement {
         }
     }
 
-    pub fn not_in(key: impl Into<String>, values: impl IntoIterator<Item = impl Into<String>>) -> Requirement {
+    pub fn not_in(
+        key: impl Into<String>,
+        values: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Requirement {
         let mut r = Requirement::in_values(key, values);
         r.complement = true;
         r
@@ -185,14 +203,19 @@ impl Requirement {
             return true;
         }
         match v.parse::<i64>() {
-            Ok(n) => self.greater_than.is_none_or(|g| n > g) && self.less_than.is_none_or(|l| n < l),
+            Ok(n) => {
+                self.greater_than.is_none_or(|g| n > g) && self.less_than.is_none_or(|l| n < l)
+            }
             Err(_) => false,
         }
     }
 
     /// Whether `value` is allowed.
     pub fn has(&self, value: &str) -> bool {
-        let listed = self.values.binary_search_by(|v| v.as_str().cmp(value)).is_ok();
+        let listed = self
+            .values
+            .binary_search_by(|v| v.as_str().cmp(value))
+            .is_ok();
         listed != self.complement && self.within_bounds(value)
     }
 
@@ -207,7 +230,11 @@ impl Requirement {
 
     /// The number of allowed values, `None` when unbounded.
     pub fn len(&self) -> Option<usize> {
-        if self.complement { None } else { Some(self.values.len()) }
+        if self.complement {
+            None
+        } else {
+            Some(self.values.len())
+        }
     }
 
     /// The set of values both allow. `min_values` keeps the larger of the two.
@@ -231,8 +258,17 @@ impl Requirement {
                 }
             }
             (true, false) | (false, true) => {
-                let (c, l) = if self.complement { (self, other) } else { (other, self) };
-                let values = l.values.iter().filter(|v| !c.values.contains(v)).cloned().collect();
+                let (c, l) = if self.complement {
+                    (self, other)
+                } else {
+                    (other, self)
+                };
+                let values = l
+                    .values
+                    .iter()
+                    .filter(|v| !c.values.contains(v))
+                    .cloned()
+                    .collect();
                 Requirement {
                     key: self.key.clone(),
                     complement: false,
@@ -243,7 +279,12 @@ impl Requirement {
                 }
             }
             (false, false) => {
-                let values = self.values.iter().filter(|v| other.values.binary_search(v).is_ok()).cloned().collect();
+                let values = self
+                    .values
+                    .iter()
+                    .filter(|v| other.values.binary_search(v).is_ok())
+                    .cloned()
+                    .collect();
                 Requirement {
                     key: self.key.clone(),
                     complement: false,
@@ -341,7 +382,11 @@ impl fmt::Display for Incompatible {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.offered {
             Some(o) => write!(f, "requirement {} conflicts with {}", self.wanted, o),
-            None => write!(f, "requirement {} names label {:?}, which is not defined", self.wanted, self.key),
+            None => write!(
+                f,
+                "requirement {} names label {:?}, which is not defined",
+                self.wanted, self.key
+            ),
         }
     }
 }
@@ -358,7 +403,9 @@ impl Requirements {
     }
 
     /// From labels: each label is `key In [value]`.
-    pub fn from_labels<'a>(labels: impl IntoIterator<Item = (&'a String, &'a String)>) -> Requirements {
+    pub fn from_labels<'a>(
+        labels: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Requirements {
         let mut r = Requirements::new();
         for (k, v) in labels {
             r.add(Requirement::in_values(k.clone(), [v.clone()]));
@@ -421,7 +468,11 @@ impl Requirements {
     /// Checks that `incoming` can hold together with `self`. Keys `incoming` names that
     /// `self` does not define are allowed only for NotIn/DoesNotExist, or (with
     /// [`Undefined::AllowWellKnown`]) for well-known labels.
-    pub fn compatible(&self, incoming: &Requirements, undefined: Undefined) -> Result<(), Incompatible> {
+    pub fn compatible(
+        &self,
+        incoming: &Requirements,
+        undefined: Undefined,
+    ) -> Result<(), Incompatible> {
         for r in &incoming.items {
             match self.get(&r.key) {
                 Some(existing) => {
@@ -436,7 +487,9 @@ impl Requirements {
                 None => {
                     let op = r.operator();
                     let excludes = matches!(op, Operator::NotIn | Operator::DoesNotExist);
-                    let allowed = excludes || (undefined == Undefined::AllowWellKnown && crate::labels::is_well_known(&r.key));
+                    let allowed = excludes
+                        || (undefined == Undefined::AllowWellKnown
+                            && crate::labels::is_well_known(&r.key));
                     if !allowed {
                         return Err(Incompatible {
                             key: r.key.clone(),
@@ -518,12 +571,37 @@ mod tests {
     fn intersection_follows_set_algebra() {
         // (a, b, expected operator, expected listed values)
         let cases = [
-            (req("k", In, &["a", "b"]), req("k", In, &["b", "c"]), In, vec!["b"]),
-            (req("k", In, &["a", "b"]), req("k", NotIn, &["b"]), In, vec!["a"]),
-            (req("k", NotIn, &["a"]), req("k", NotIn, &["b"]), NotIn, vec!["a", "b"]),
+            (
+                req("k", In, &["a", "b"]),
+                req("k", In, &["b", "c"]),
+                In,
+                vec!["b"],
+            ),
+            (
+                req("k", In, &["a", "b"]),
+                req("k", NotIn, &["b"]),
+                In,
+                vec!["a"],
+            ),
+            (
+                req("k", NotIn, &["a"]),
+                req("k", NotIn, &["b"]),
+                NotIn,
+                vec!["a", "b"],
+            ),
             (req("k", Exists, &[]), req("k", In, &["x"]), In, vec!["x"]),
-            (req("k", In, &["a"]), req("k", In, &["b"]), DoesNotExist, vec![]),
-            (req("k", Gt, &["2"]), req("k", In, &["1", "3", "x"]), In, vec!["3"]),
+            (
+                req("k", In, &["a"]),
+                req("k", In, &["b"]),
+                DoesNotExist,
+                vec![],
+            ),
+            (
+                req("k", Gt, &["2"]),
+                req("k", In, &["1", "3", "x"]),
+                In,
+                vec!["3"],
+            ),
             (req("k", Gt, &["2"]), req("k", Lt, &["10"]), Gt, vec![]),
         ];
         for (a, b, op, values) in cases {
@@ -553,8 +631,14 @@ mod tests {
 
     #[test]
     fn undefined_keys_are_allowed_only_for_exclusions_on_real_nodes() {
-        let node = Requirements::from_labels(&[("zone".to_string(), "a".to_string())].into_iter().collect::<BTreeMap<_, _>>());
-        let ok: Requirements = [req("gpu", DoesNotExist, &[]), req("team", NotIn, &["x"])].into_iter().collect();
+        let node = Requirements::from_labels(
+            &[("zone".to_string(), "a".to_string())]
+                .into_iter()
+                .collect::<BTreeMap<_, _>>(),
+        );
+        let ok: Requirements = [req("gpu", DoesNotExist, &[]), req("team", NotIn, &["x"])]
+            .into_iter()
+            .collect();
         assert!(node.compatible(&ok, Undefined::Deny).is_ok());
         let bad: Requirements = [req("team", In, &["x"])].into_iter().collect();
         let err = node.compatible(&bad, Undefined::Deny).unwrap_err();
@@ -564,13 +648,24 @@ mod tests {
 
     #[test]
     fn templates_allow_well_known_keys_they_do_not_mention() {
-        let pool: Requirements = [req(crate::labels::ARCH, In, &["amd64"])].into_iter().collect();
-        let pod: Requirements = [req(crate::labels::ZONE, In, &["us-east-1a"])].into_iter().collect();
+        let pool: Requirements = [req(crate::labels::ARCH, In, &["amd64"])]
+            .into_iter()
+            .collect();
+        let pod: Requirements = [req(crate::labels::ZONE, In, &["us-east-1a"])]
+            .into_iter()
+            .collect();
         assert!(pool.compatible(&pod, Undefined::AllowWellKnown).is_ok());
         assert!(pool.compatible(&pod, Undefined::Deny).is_err());
-        let arm: Requirements = [req(crate::labels::ARCH, In, &["arm64"])].into_iter().collect();
-        let err = pool.compatible(&arm, Undefined::AllowWellKnown).unwrap_err();
-        assert_eq!(err.to_string(), "requirement kubernetes.io/arch In [arm64] conflicts with kubernetes.io/arch In [amd64]");
+        let arm: Requirements = [req(crate::labels::ARCH, In, &["arm64"])]
+            .into_iter()
+            .collect();
+        let err = pool
+            .compatible(&arm, Undefined::AllowWellKnown)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "requirement kubernetes.io/arch In [arm64] conflicts with kubernetes.io/arch In [amd64]"
+        );
     }
 
     #[test]
@@ -582,8 +677,17 @@ mod tests {
 
     #[test]
     fn bad_requirements_are_errors() {
-        assert!(matches!(Requirement::new("k", In, &[] as &[&str]), Err(RequirementError::ValueCount { .. })));
-        assert!(matches!(Requirement::new("k", Gt, &["x"]), Err(RequirementError::NotAnInteger { .. })));
-        assert!(matches!(Requirement::new("k", Exists, &["x"]), Err(RequirementError::ValueCount { .. })));
+        assert!(matches!(
+            Requirement::new("k", In, &[] as &[&str]),
+            Err(RequirementError::ValueCount { .. })
+        ));
+        assert!(matches!(
+            Requirement::new("k", Gt, &["x"]),
+            Err(RequirementError::NotAnInteger { .. })
+        ));
+        assert!(matches!(
+            Requirement::new("k", Exists, &["x"]),
+            Err(RequirementError::ValueCount { .. })
+        ));
     }
 }

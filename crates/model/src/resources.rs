@@ -81,7 +81,11 @@ impl Resources {
 
     /// Sets one resource from a parsed quantity, converting to the scheduler's unit.
     pub fn set_quantity(&mut self, name: &str, q: Quantity) {
-        let v = if name == CPU { q.milli_ceil() } else { q.units_ceil() };
+        let v = if name == CPU {
+            q.milli_ceil()
+        } else {
+            q.units_ceil()
+        };
         self.set(name, v);
     }
 
@@ -120,10 +124,15 @@ impl Resources {
 
     /// Every (name, amount) pair that is non-zero, common resources first.
     pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> + '_ {
-        [(CPU, self.cpu), (MEMORY, self.memory), (EPHEMERAL_STORAGE, self.ephemeral_storage), (PODS, self.pods)]
-            .into_iter()
-            .filter(|(_, v)| *v != 0)
-            .chain(self.extended.iter().map(|(k, v)| (k.as_str(), *v)))
+        [
+            (CPU, self.cpu),
+            (MEMORY, self.memory),
+            (EPHEMERAL_STORAGE, self.ephemeral_storage),
+            (PODS, self.pods),
+        ]
+        .into_iter()
+        .filter(|(_, v)| *v != 0)
+        .chain(self.extended.iter().map(|(k, v)| (k.as_str(), *v)))
     }
 
     pub fn add(&mut self, other: &Resources) {
@@ -179,7 +188,8 @@ impl Resources {
         self.cpu <= available.cpu
             && self.memory <= available.memory
             && self.pods <= available.pods
-            && (available.ephemeral_storage == 0 || self.ephemeral_storage <= available.ephemeral_storage)
+            && (available.ephemeral_storage == 0
+                || self.ephemeral_storage <= available.ephemeral_storage)
             && self
                 .extended
                 .iter()
@@ -204,10 +214,14 @@ impl Resources {
         if let Some(s) = check(PODS, self.pods, available.pods) {
             return Some(s);
         }
-        if available.ephemeral_storage != 0 {
-            if let Some(s) = check(EPHEMERAL_STORAGE, self.ephemeral_storage, available.ephemeral_storage) {
-                return Some(s);
-            }
+        if available.ephemeral_storage != 0
+            && let Some(s) = check(
+                EPHEMERAL_STORAGE,
+                self.ephemeral_storage,
+                available.ephemeral_storage,
+            )
+        {
+            return Some(s);
         }
         self.extended.iter().find_map(|(k, v)| {
             let avail = available.extended.get(k).copied().unwrap_or(0);
@@ -220,7 +234,11 @@ impl Resources {
     }
 
     pub fn is_zero(&self) -> bool {
-        self.cpu == 0 && self.memory == 0 && self.ephemeral_storage == 0 && self.pods == 0 && self.extended.is_empty()
+        self.cpu == 0
+            && self.memory == 0
+            && self.ephemeral_storage == 0
+            && self.pods == 0
+            && self.extended.is_empty()
     }
 }
 
@@ -282,6 +300,9 @@ mod tests {
     fn shortfall_names_the_first_resource_over() {
         let pod = res(&[("cpu", "3"), ("memory", "1Gi"), ("pods", "1")]);
         let node = res(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "10")]);
-        assert_eq!(pod.shortfall(&node).unwrap().to_string(), "cpu (needs 3, has 2)");
+        assert_eq!(
+            pod.shortfall(&node).unwrap().to_string(),
+            "cpu (needs 3, has 2)"
+        );
     }
 }

@@ -89,7 +89,9 @@ mod tests {
 
     #[test]
     fn selectors_match_labels_as_kubernetes_does() {
-        let labels: BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into_iter().collect();
+        let labels: BTreeMap<String, String> = [("app".to_string(), "web".to_string())]
+            .into_iter()
+            .collect();
         let sel = |op, values: &[&str]| LabelSelector {
             requirements: vec![SelectorRequirement {
                 key: "app".into(),
@@ -98,15 +100,25 @@ mod tests {
             }],
         };
         let missing = |op| LabelSelector {
-            requirements: vec![SelectorRequirement { key: "tier".into(), op, values: vec!["x".into()] }],
+            requirements: vec![SelectorRequirement {
+                key: "tier".into(),
+                op,
+                values: vec!["x".into()],
+            }],
         };
         assert!(sel(SelectorOp::In, &["web", "api"]).matches(&labels));
         assert!(!sel(SelectorOp::In, &["api"]).matches(&labels));
         assert!(!sel(SelectorOp::NotIn, &["web"]).matches(&labels));
         assert!(sel(SelectorOp::Exists, &[]).matches(&labels));
         assert!(!sel(SelectorOp::DoesNotExist, &[]).matches(&labels));
-        assert!(missing(SelectorOp::NotIn).matches(&labels), "NotIn matches a missing label");
+        assert!(
+            missing(SelectorOp::NotIn).matches(&labels),
+            "NotIn matches a missing label"
+        );
         assert!(!missing(SelectorOp::In).matches(&labels));
-        assert!(LabelSelector::default().matches(&labels), "the empty selector selects everything");
+        assert!(
+            LabelSelector::default().matches(&labels),
+            "the empty selector selects everything"
+        );
     }
 }

@@ -107,9 +107,14 @@ impl Toleration {
 
 /// The first taint that keeps a pod with these tolerations off, if any. PreferNoSchedule taints
 /// block only when `prefer_no_schedule_blocks` (Karpenter treats them as hard until relaxed).
-pub fn untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration], prefer_no_schedule_blocks: bool) -> Option<&'a Taint> {
+pub fn untolerated<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+    prefer_no_schedule_blocks: bool,
+) -> Option<&'a Taint> {
     taints.iter().find(|t| {
-        (t.effect != Effect::PreferNoSchedule || prefer_no_schedule_blocks) && !tolerations.iter().any(|tol| tol.tolerates(t))
+        (t.effect != Effect::PreferNoSchedule || prefer_no_schedule_blocks)
+            && !tolerations.iter().any(|tol| tol.tolerates(t))
     })
 }
 
@@ -121,9 +126,18 @@ mod tests {
     fn tolerations_match_taints_by_kubernetes_rules() {
         let gpu = Taint::new("nvidia.com/gpu", "true", Effect::NoSchedule);
         let cases = [
-            (Toleration::equal("nvidia.com/gpu", "true", Some(Effect::NoSchedule)), true),
-            (Toleration::equal("nvidia.com/gpu", "false", Some(Effect::NoSchedule)), false),
-            (Toleration::equal("nvidia.com/gpu", "true", Some(Effect::NoExecute)), false),
+            (
+                Toleration::equal("nvidia.com/gpu", "true", Some(Effect::NoSchedule)),
+                true,
+            ),
+            (
+                Toleration::equal("nvidia.com/gpu", "false", Some(Effect::NoSchedule)),
+                false,
+            ),
+            (
+                Toleration::equal("nvidia.com/gpu", "true", Some(Effect::NoExecute)),
+                false,
+            ),
             (Toleration::equal("nvidia.com/gpu", "true", None), true),
             (Toleration::exists("nvidia.com/gpu", None), true),
             (Toleration::exists("", None), true),

@@ -2,7 +2,9 @@
 //! sorted by CPU then memory descending, preferences relaxed one step at a time.
 
 use crate::topology::{KeyConstraint, Owned, PodTopology, Topology, pin};
-use crate::{Binding, ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, Unschedulable};
+use crate::{
+    Binding, ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, Unschedulable,
+};
 use capstan_model::labels::{self, CAPACITY_TYPE, HOSTNAME, ZONE};
 use capstan_model::pod::{HostPort, Pod, WhenUnsatisfiable};
 use capstan_model::requirements::{Incompatible, Undefined};
@@ -104,7 +106,11 @@ impl OfferingIndex {
     fn new(types: &[InstanceType]) -> OfferingIndex {
         let mut pairs: Vec<(String, String)> = types
             .iter()
-            .flat_map(|t| t.offerings.iter().map(|o| (o.zone.clone(), o.capacity_type.clone())))
+            .flat_map(|t| {
+                t.offerings
+                    .iter()
+                    .map(|o| (o.zone.clone(), o.capacity_type.clone()))
+            })
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
@@ -114,7 +120,10 @@ impl OfferingIndex {
             .map(|t| {
                 let mut m = 0u128;
                 for o in t.offerings.iter().filter(|o| o.available) {
-                    if let Some(i) = pairs.iter().position(|(z, c)| *z == o.zone && *c == o.capacity_type) {
+                    if let Some(i) = pairs
+                        .iter()
+                        .position(|(z, c)| *z == o.zone && *c == o.capacity_type)
+                    {
                         m |= 1 << i;
                     }
                 }
@@ -126,14 +135,21 @@ impl OfferingIndex {
             .map(|t| {
                 let mut p = vec![f64::INFINITY; pairs.len()];
                 for o in t.offerings.iter().filter(|o| o.available) {
-                    if let Some(i) = pairs.iter().position(|(z, c)| *z == o.zone && *c == o.capacity_type) {
+                    if let Some(i) = pairs
+                        .iter()
+                        .position(|(z, c)| *z == o.zone && *c == o.capacity_type)
+                    {
                         p[i] = p[i].min(o.price);
                     }
                 }
                 p
             })
             .collect();
-        OfferingIndex { pairs, masks, prices }
+        OfferingIndex {
+            pairs,
+            masks,
+            prices,
+        }
     }
 
     /// The cheapest (price, pair) of type `t` within `mask`.
@@ -195,11 +211,13 @@ fn type_allows(t: &InstanceType, r: &capstan_model::Requirement) -> bool {
         None => {
             // A well-known label the type does not carry has no value; a custom label is the
             // NodePool's to define.
-            let type_key = labels::is_well_known(&r.key) && r.key != labels::NODEPOOL && r.key != HOSTNAME;
+            let type_key =
+                labels::is_well_known(&r.key) && r.key != labels::NODEPOOL && r.key != HOSTNAME;
             !type_key
                 || matches!(
                     r.operator(),
-                    capstan_model::requirements::Operator::NotIn | capstan_model::requirements::Operator::DoesNotExist
+                    capstan_model::requirements::Operator::NotIn
+                        | capstan_model::requirements::Operator::DoesNotExist
                 )
         }
     }
@@ -210,7 +228,8 @@ fn sum_fits(a: &Resources, b: &Resources, cap: &Resources) -> bool {
     a.cpu + b.cpu <= cap.cpu
         && a.memory + b.memory <= cap.memory
         && a.pods + b.pods <= cap.pods
-        && (cap.ephemeral_storage == 0 || a.ephemeral_storage + b.ephemeral_storage <= cap.ephemeral_storage)
+        && (cap.ephemeral_storage == 0
+            || a.ephemeral_storage + b.ephemeral_storage <= cap.ephemeral_storage)
         && b.extended.iter().all(|(k, v)| {
             a.extended.get(k).copied().unwrap_or(0) + v <= cap.extended.get(k).copied().unwrap_or(0)
         })
@@ -224,7 +243,12 @@ impl<'a> Solver<'a> {
 
         // NodePools by weight (heaviest first), then name.
         let mut pool_order: Vec<usize> = (0..pools.len()).collect();
-        pool_order.sort_by(|&a, &b| pools[b].weight.cmp(&pools[a].weight).then_with(|| pools[a].name.cmp(&pools[b].name)));
+        pool_order.sort_by(|&a, &b| {
+            pools[b]
+                .weight
+                .cmp(&pools[a].weight)
+                .then_with(|| pools[a].name.cmp(&pools[b].name))
+        });
 
         // Instance types each pool can launch, cheapest first.
         let pool_types: Vec<Vec<u32>> = pools
@@ -234,8 +258,18 @@ impl<'a> Solver<'a> {
                 let mut v: Vec<(f64, u32)> = types
                     .iter()
                     .enumerate()
-                    .filter(|(i, t)| offerings.masks[*i] & mask != 0 && p.requirements.iter().all(|r| type_allows(t, r)))
-                    .map(|(i, t)| (t.cheapest_offering(&p.requirements).map(|o| o.price).unwrap_or(f64::INFINITY), i as u32))
+                    .filter(|(i, t)| {
+                        offerings.masks[*i] & mask != 0
+                            && p.requirements.iter().all(|r| type_allows(t, r))
+                    })
+                    .map(|(i, t)| {
+                        (
+                            t.cheapest_offering(&p.requirements)
+                                .map(|o| o.price)
+                                .unwrap_or(f64::INFINITY),
+                            i as u32,
+                        )
+                    })
                     .collect();
                 v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
                 v.into_iter().map(|(_, i)| i).collect()
@@ -254,7 +288,9 @@ impl<'a> Solver<'a> {
                         reqs.add_all(t);
                     }
                     if untolerated(&p.taints, &ds.tolerations, false).is_none()
-                        && p.requirements.compatible(&reqs, Undefined::AllowWellKnown).is_ok()
+                        && p.requirements
+                            .compatible(&reqs, Undefined::AllowWellKnown)
+                            .is_ok()
                     {
                         o.add(&ds.requests);
                     }
@@ -293,7 +329,8 @@ impl<'a> Solver<'a> {
                 max.pods = DEFAULT_MAX_PODS;
             }
             let mut l = c.labels.clone();
-            l.entry(HOSTNAME.to_string()).or_insert_with(|| c.name.clone());
+            l.entry(HOSTNAME.to_string())
+                .or_insert_with(|| c.name.clone());
             by_name.insert(c.name.clone(), slots.len());
             slots.push(Slot {
                 name: c.name.clone(),
@@ -327,14 +364,29 @@ impl<'a> Solver<'a> {
                     return None;
                 }
                 let mut left = p.limits.clone();
-                let mine = |l: &BTreeMap<String, String>| l.get(labels::NODEPOOL).is_some_and(|n| *n == p.name);
+                let mine = |l: &BTreeMap<String, String>| {
+                    l.get(labels::NODEPOOL).is_some_and(|n| *n == p.name)
+                };
                 let used = input
                     .snapshot
                     .nodes
                     .iter()
                     .filter(|n| mine(&n.labels))
-                    .map(|n| if n.capacity.is_zero() { &n.allocatable } else { &n.capacity })
-                    .chain(input.snapshot.inflight.iter().filter(|c| c.nodepool == p.name).map(|c| &c.capacity));
+                    .map(|n| {
+                        if n.capacity.is_zero() {
+                            &n.allocatable
+                        } else {
+                            &n.capacity
+                        }
+                    })
+                    .chain(
+                        input
+                            .snapshot
+                            .inflight
+                            .iter()
+                            .filter(|c| c.nodepool == p.name)
+                            .map(|c| &c.capacity),
+                    );
                 for cap in used {
                     for (k, v) in left.iter_mut() {
                         *v -= if k == "nodes" { 1 } else { cap.get(k) };
@@ -344,8 +396,18 @@ impl<'a> Solver<'a> {
             })
             .collect();
 
-        let min_cpu = input.pending.iter().map(|p| p.requests.cpu).min().unwrap_or(0);
-        let min_memory = input.pending.iter().map(|p| p.requests.memory).min().unwrap_or(0);
+        let min_cpu = input
+            .pending
+            .iter()
+            .map(|p| p.requests.cpu)
+            .min()
+            .unwrap_or(0);
+        let min_memory = input
+            .pending
+            .iter()
+            .map(|p| p.requests.memory)
+            .min()
+            .unwrap_or(0);
 
         let topo = Topology::new(universe(&input, &pool_types, &offerings));
         let mut s = Solver {
@@ -390,14 +452,28 @@ impl<'a> Solver<'a> {
                     WhenUnsatisfiable::ScheduleAnyway => g.spread_soft.push(id),
                 }
             }
-            g.req_aff = pod.affinity.iter().map(|t| self.topo.affinity_group(t, false)).collect();
-            g.req_anti = pod.anti_affinity.iter().map(|t| self.topo.affinity_group(t, true)).collect();
+            g.req_aff = pod
+                .affinity
+                .iter()
+                .map(|t| self.topo.affinity_group(t, false))
+                .collect();
+            g.req_anti = pod
+                .anti_affinity
+                .iter()
+                .map(|t| self.topo.affinity_group(t, true))
+                .collect();
             let mut pa: Vec<_> = pod.preferred_affinity.iter().collect();
             pa.sort_by_key(|w| std::cmp::Reverse(w.weight));
-            g.pref_aff = pa.iter().map(|w| self.topo.affinity_group(&w.term, false)).collect();
+            g.pref_aff = pa
+                .iter()
+                .map(|w| self.topo.affinity_group(&w.term, false))
+                .collect();
             let mut pn: Vec<_> = pod.preferred_anti_affinity.iter().collect();
             pn.sort_by_key(|w| std::cmp::Reverse(w.weight));
-            g.pref_anti = pn.iter().map(|w| self.topo.affinity_group(&w.term, true)).collect();
+            g.pref_anti = pn
+                .iter()
+                .map(|w| self.topo.affinity_group(&w.term, true))
+                .collect();
             groups.push(g);
         }
         // Required anti-affinity of bound pods keeps selected pods out of their domains.
@@ -406,11 +482,21 @@ impl<'a> Solver<'a> {
             .snapshot
             .pods
             .iter()
-            .filter(|p| p.is_active() && p.node_name.as_ref().is_some_and(|n| self.by_name.contains_key(n)))
+            .filter(|p| {
+                p.is_active()
+                    && p.node_name
+                        .as_ref()
+                        .is_some_and(|n| self.by_name.contains_key(n))
+            })
             .collect();
         let bound_anti: Vec<Vec<usize>> = bound
             .iter()
-            .map(|p| p.anti_affinity.iter().map(|t| self.topo.affinity_group(t, true)).collect())
+            .map(|p| {
+                p.anti_affinity
+                    .iter()
+                    .map(|t| self.topo.affinity_group(t, true))
+                    .collect()
+            })
             .collect();
         for (i, pod) in pending.iter().enumerate() {
             for (gi, grp) in self.topo.groups.iter().enumerate() {
@@ -424,7 +510,9 @@ impl<'a> Solver<'a> {
         }
         for (p, owner_of) in bound.iter().zip(&bound_anti) {
             let slot = self.by_name[p.node_name.as_ref().expect("bound")];
-            let selected_by: Vec<usize> = (0..self.topo.groups.len()).filter(|&g| self.topo.groups[g].selects(p)).collect();
+            let selected_by: Vec<usize> = (0..self.topo.groups.len())
+                .filter(|&g| self.topo.groups[g].selects(p))
+                .collect();
             let sl = &self.slots[slot];
             self.topo.record(
                 &selected_by,
@@ -442,7 +530,10 @@ impl<'a> Solver<'a> {
         let mut order: Vec<usize> = (0..pending.len()).collect();
         order.sort_by(|&a, &b| {
             let (pa, pb) = (&pending[a].requests, &pending[b].requests);
-            pb.cpu.cmp(&pa.cpu).then(pb.memory.cmp(&pa.memory)).then(a.cmp(&b))
+            pb.cpu
+                .cmp(&pa.cpu)
+                .then(pb.memory.cmp(&pa.memory))
+                .then(a.cmp(&b))
         });
         for i in order {
             let pod = &pending[i];
@@ -451,8 +542,12 @@ impl<'a> Solver<'a> {
                 let reqs = self.pod_requirements(pod, &relaxed);
                 let owned = self.owned(i, &relaxed);
                 let g = &self.groups[i];
-                let topo = self.topo.constraints(pod, &owned, &g.selected_by_anti, &g.selected_by, &reqs);
-                if topo.impossible.is_none() && self.place(i, &reqs, &topo, &owned, relaxed.tolerate_prefer) {
+                let topo =
+                    self.topo
+                        .constraints(pod, &owned, &g.selected_by_anti, &g.selected_by, &reqs);
+                if topo.impossible.is_none()
+                    && self.place(i, &reqs, &topo, &owned, relaxed.tolerate_prefer)
+                {
                     break;
                 }
                 if !self.relax(pod, i, &mut relaxed) {
@@ -515,14 +610,23 @@ impl<'a> Solver<'a> {
     }
 
     /// Tries existing slots in order, then a new claim from each pool by weight.
-    fn place(&mut self, i: usize, reqs: &Requirements, topo: &PodTopology, owned: &Owned, tolerate_prefer: bool) -> bool {
+    fn place(
+        &mut self,
+        i: usize,
+        reqs: &Requirements,
+        topo: &PodTopology,
+        owned: &Owned,
+        tolerate_prefer: bool,
+    ) -> bool {
         let pod = &self.input.pending[i];
         let pools = self.input.nodepools;
         let pool_ok: Vec<bool> = pools
             .iter()
             .map(|p| {
                 untolerated(&p.taints, &pod.tolerations, !tolerate_prefer).is_none()
-                    && p.requirements.compatible(reqs, Undefined::AllowWellKnown).is_ok()
+                    && p.requirements
+                        .compatible(reqs, Undefined::AllowWellKnown)
+                        .is_ok()
             })
             .collect();
         if self.options.claim_order == ClaimOrder::FewestPodsFirst {
@@ -571,7 +675,9 @@ impl<'a> Solver<'a> {
             if !pool_ok[p] {
                 continue;
             }
-            let Some(slot) = self.fresh_slot(p) else { continue };
+            let Some(slot) = self.fresh_slot(p) else {
+                continue;
+            };
             let s = self.slots.len();
             if let Ok(fit) = self.fit(s, &slot, pod, reqs, topo, tolerate_prefer) {
                 self.claim_seq[p] += 1;
@@ -628,16 +734,29 @@ impl<'a> Solver<'a> {
         })
     }
 
-    fn fit(&self, s: usize, slot: &Slot, pod: &Pod, pod_reqs: &Requirements, topo: &PodTopology, tolerate_prefer: bool) -> Result<Fit, Reject> {
+    fn fit(
+        &self,
+        s: usize,
+        slot: &Slot,
+        pod: &Pod,
+        pod_reqs: &Requirements,
+        topo: &PodTopology,
+        tolerate_prefer: bool,
+    ) -> Result<Fit, Reject> {
         if slot.closed {
             return Err(Reject::Closed);
         }
         if !sum_fits(&slot.used, &pod.requests, &slot.max) {
-            return Err(Reject::Resources(slot.used.plus(&pod.requests).shortfall(&slot.max).unwrap_or(Shortfall {
-                resource: "resources".into(),
-                requested: 0,
-                available: 0,
-            })));
+            return Err(Reject::Resources(
+                slot.used
+                    .plus(&pod.requests)
+                    .shortfall(&slot.max)
+                    .unwrap_or(Shortfall {
+                        resource: "resources".into(),
+                        requested: 0,
+                        available: 0,
+                    }),
+            ));
         }
         self.topo.host_ok(&topo.host, s).map_err(Reject::Topology)?;
         let is_new = matches!(slot.kind, SlotKind::New { .. });
@@ -646,11 +765,17 @@ impl<'a> Solver<'a> {
                 return Err(Reject::Taint(t.clone()));
             }
         }
-        if let Some(hp) = pod.host_ports.iter().find(|hp| slot.ports.iter().any(|o| o.conflicts(hp))) {
+        if let Some(hp) = pod
+            .host_ports
+            .iter()
+            .find(|hp| slot.ports.iter().any(|o| o.conflicts(hp)))
+        {
             return Err(Reject::HostPort(hp.port));
         }
         if !pod_reqs.is_empty() {
-            slot.reqs.compatible(pod_reqs, slot.undefined).map_err(Reject::Requirement)?;
+            slot.reqs
+                .compatible(pod_reqs, slot.undefined)
+                .map_err(Reject::Requirement)?;
         }
         if !is_new {
             for kc in &topo.keyed {
@@ -660,11 +785,16 @@ impl<'a> Solver<'a> {
                             return Err(Reject::Topology(kc.why.first().copied().unwrap_or(0)));
                         }
                     }
-                    None if kc.allowed.is_some() => return Err(Reject::MissingTopologyLabel(kc.key.clone())),
+                    None if kc.allowed.is_some() => {
+                        return Err(Reject::MissingTopologyLabel(kc.key.clone()));
+                    }
                     None => {}
                 }
             }
-            return Ok(Fit { reqs: None, options: None });
+            return Ok(Fit {
+                reqs: None,
+                options: None,
+            });
         }
 
         // A new NodeClaim: narrow its requirements and instance types.
@@ -682,20 +812,30 @@ impl<'a> Solver<'a> {
                 }
                 continue;
             }
-            let d = self.pick_domain(kc, r).ok_or_else(|| match kc.why.first() {
-                Some(&g) => Reject::Topology(g),
-                None => Reject::MissingTopologyLabel(kc.key.clone()),
-            })?;
-            new_reqs.get_or_insert_with(|| slot.reqs.clone()).add(pin(&kc.key, &d));
+            let d = self
+                .pick_domain(kc, r)
+                .ok_or_else(|| match kc.why.first() {
+                    Some(&g) => Reject::Topology(g),
+                    None => Reject::MissingTopologyLabel(kc.key.clone()),
+                })?;
+            new_reqs
+                .get_or_insert_with(|| slot.reqs.clone())
+                .add(pin(&kc.key, &d));
         }
         let types = self.input.instance_types;
         let used = slot.used.plus(&pod.requests);
         let reqs = new_reqs.as_ref().unwrap_or(&slot.reqs);
         let changed: Vec<&capstan_model::Requirement> = match &new_reqs {
-            Some(n) => n.iter().filter(|r| slot.reqs.get(&r.key) != Some(*r)).collect(),
+            Some(n) => n
+                .iter()
+                .filter(|r| slot.reqs.get(&r.key) != Some(*r))
+                .collect(),
             None => Vec::new(),
         };
-        let mask = if changed.iter().any(|r| r.key == ZONE || r.key == CAPACITY_TYPE) {
+        let mask = if changed
+            .iter()
+            .any(|r| r.key == ZONE || r.key == CAPACITY_TYPE)
+        {
             self.offerings.allowed(reqs)
         } else {
             u128::MAX
@@ -787,19 +927,33 @@ impl<'a> Solver<'a> {
             &g.selected_by,
             &owner_of,
             s,
-            |k| slot.reqs.get(k).filter(|r| r.len() == Some(1)).map(|r| r.values()[0].clone()),
+            |k| {
+                slot.reqs
+                    .get(k)
+                    .filter(|r| r.len() == Some(1))
+                    .map(|r| r.values()[0].clone())
+            },
             |grp| grp.node_counts(&slot.reqs, slot.undefined, &slot.taints),
         );
         let remaining_cpu = slot.max.cpu - slot.used.cpu;
         let remaining_mem = slot.max.memory - slot.used.memory;
-        if slot.max.pods - slot.used.pods < 1 || remaining_cpu < self.min_cpu || remaining_mem < self.min_memory {
+        if slot.max.pods - slot.used.pods < 1
+            || remaining_cpu < self.min_cpu
+            || remaining_mem < self.min_memory
+        {
             self.slots[s].closed = true;
         }
         self.placed[i] = Some(s);
     }
 
     /// A reason a person can act on, naming the blocking constraint.
-    fn diagnose(&self, i: usize, reqs: &Requirements, topo: &PodTopology, tolerate_prefer: bool) -> String {
+    fn diagnose(
+        &self,
+        i: usize,
+        reqs: &Requirements,
+        topo: &PodTopology,
+        tolerate_prefer: bool,
+    ) -> String {
         let pod = &self.input.pending[i];
         if let Some(msg) = &topo.impossible {
             return msg.clone();
@@ -814,15 +968,21 @@ impl<'a> Solver<'a> {
             for &s in &fixed {
                 let slot = &self.slots[s];
                 let r = if slot.closed && !sum_fits(&slot.used, &pod.requests, &slot.max) {
-                    Err(Reject::Resources(slot.used.plus(&pod.requests).shortfall(&slot.max).unwrap_or(Shortfall {
-                        resource: "pods".into(),
-                        requested: 0,
-                        available: 0,
-                    })))
+                    Err(Reject::Resources(
+                        slot.used
+                            .plus(&pod.requests)
+                            .shortfall(&slot.max)
+                            .unwrap_or(Shortfall {
+                                resource: "pods".into(),
+                                requested: 0,
+                                available: 0,
+                            }),
+                    ))
                 } else {
                     let mut open = slot.clone();
                     open.closed = false;
-                    self.fit(s, &open, pod, reqs, topo, tolerate_prefer).map(|_| ())
+                    self.fit(s, &open, pod, reqs, topo, tolerate_prefer)
+                        .map(|_| ())
                 };
                 if let Err(r) = r {
                     let text = match &r {
@@ -833,25 +993,38 @@ impl<'a> Solver<'a> {
                 }
             }
             let summary: Vec<String> = why.iter().map(|(t, n)| format!("{n} {t}")).collect();
-            parts.push(format!("0/{} nodes fit ({})", fixed.len(), summary.join(", ")));
+            parts.push(format!(
+                "0/{} nodes fit ({})",
+                fixed.len(),
+                summary.join(", ")
+            ));
         }
         if self.input.nodepools.is_empty() {
             parts.push("no NodePool to launch from".into());
         }
         for &p in &self.pool_order {
             let pool = &self.input.nodepools[p];
-            let text = if let Some(t) = untolerated(&pool.taints, &pod.tolerations, !tolerate_prefer) {
+            let text = if let Some(t) =
+                untolerated(&pool.taints, &pod.tolerations, !tolerate_prefer)
+            {
                 format!("untolerated taint {t}")
-            } else if let Err(e) = pool.requirements.compatible(reqs, Undefined::AllowWellKnown) {
+            } else if let Err(e) = pool
+                .requirements
+                .compatible(reqs, Undefined::AllowWellKnown)
+            {
                 e.to_string()
             } else {
                 match self.fresh_slot(p) {
                     None => self.limits_text(p),
-                    Some(slot) => match self.fit(self.slots.len(), &slot, pod, reqs, topo, tolerate_prefer) {
-                        Ok(_) => "fits, but lost to an earlier pod's choice".into(),
-                        Err(Reject::NoInstanceType | Reject::Resources(_)) => self.no_type_text(p, &slot, pod, reqs),
-                        Err(r) => self.reject_text(&r, reqs),
-                    },
+                    Some(slot) => {
+                        match self.fit(self.slots.len(), &slot, pod, reqs, topo, tolerate_prefer) {
+                            Ok(_) => "fits, but lost to an earlier pod's choice".into(),
+                            Err(Reject::NoInstanceType | Reject::Resources(_)) => {
+                                self.no_type_text(p, &slot, pod, reqs)
+                            }
+                            Err(r) => self.reject_text(&r, reqs),
+                        }
+                    }
                 }
             };
             parts.push(format!("nodepool {}: {text}", pool.name));
@@ -868,14 +1041,20 @@ impl<'a> Solver<'a> {
             Reject::HostPort(p) => format!("host port {p} in use"),
             Reject::Requirement(e) => e.to_string(),
             Reject::NoInstanceType => "no instance type fits".into(),
-            Reject::MinValues { key, have, need } => format!("minValues for {key}: {have} of {need} values left"),
+            Reject::MinValues { key, have, need } => {
+                format!("minValues for {key}: {have} of {need} values left")
+            }
             Reject::Closed => "full".into(),
         }
     }
 
     fn limits_text(&self, p: usize) -> String {
         let pool = &self.input.nodepools[p];
-        let limits: Vec<String> = pool.limits.iter().map(|(k, v)| format!("{k}={}", format_amount(k, *v))).collect();
+        let limits: Vec<String> = pool
+            .limits
+            .iter()
+            .map(|(k, v)| format!("{k}={}", format_amount(k, *v)))
+            .collect();
         format!("limits reached ({})", limits.join(", "))
     }
 
@@ -888,7 +1067,9 @@ impl<'a> Solver<'a> {
             .options
             .iter()
             .map(|&t| t as usize)
-            .filter(|&t| self.offerings.masks[t] & mask != 0 && all.iter().all(|r| type_allows(&types[t], r)))
+            .filter(|&t| {
+                self.offerings.masks[t] & mask != 0 && all.iter().all(|r| type_allows(&types[t], r))
+            })
             .map(|t| &types[t])
             .collect();
         if matching.is_empty() {
@@ -926,10 +1107,16 @@ impl<'a> Solver<'a> {
                     let mut opts: Vec<(f64, usize, usize)> = slot
                         .options
                         .iter()
-                        .filter_map(|&t| self.offerings.cheapest(t as usize, mask).map(|(p, pair)| (p, t as usize, pair)))
+                        .filter_map(|&t| {
+                            self.offerings
+                                .cheapest(t as usize, mask)
+                                .map(|(p, pair)| (p, t as usize, pair))
+                        })
                         .collect();
                     opts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    let &(price, t, pair) = opts.first().expect("a new claim keeps only types with an allowed offering");
+                    let &(price, t, pair) = opts
+                        .first()
+                        .expect("a new claim keeps only types with an allowed offering");
                     let (zone, capacity_type) = self.offerings.pairs[pair].clone();
                     let offering = ChosenOffering {
                         instance_type: t,
@@ -970,14 +1157,22 @@ fn value_of_type<'t>(t: &'t InstanceType, key: &str) -> Option<&'t str> {
 }
 
 /// Every domain value a node could have, per topology key the pods use.
-fn universe(input: &SolveInput<'_>, pool_types: &[Vec<u32>], _offerings: &OfferingIndex) -> BTreeMap<String, Vec<String>> {
+fn universe(
+    input: &SolveInput<'_>,
+    pool_types: &[Vec<u32>],
+    _offerings: &OfferingIndex,
+) -> BTreeMap<String, Vec<String>> {
     let mut keys: BTreeSet<String> = BTreeSet::new();
     for p in input.pending.iter().chain(input.snapshot.pods.iter()) {
         keys.extend(p.spread.iter().map(|s| s.topology_key.clone()));
         for t in p.affinity.iter().chain(&p.anti_affinity) {
             keys.insert(t.topology_key.clone());
         }
-        for w in p.preferred_affinity.iter().chain(&p.preferred_anti_affinity) {
+        for w in p
+            .preferred_affinity
+            .iter()
+            .chain(&p.preferred_anti_affinity)
+        {
             keys.insert(w.term.topology_key.clone());
         }
     }
@@ -1003,13 +1198,20 @@ fn universe(input: &SolveInput<'_>, pool_types: &[Vec<u32>], _offerings: &Offeri
     out
 }
 
-fn collect_pool_values(pool: &NodePool, types: &[u32], all: &[InstanceType], key: &str, out: &mut BTreeSet<String>) {
+fn collect_pool_values(
+    pool: &NodePool,
+    types: &[u32],
+    all: &[InstanceType],
+    key: &str,
+    out: &mut BTreeSet<String>,
+) {
     if let Some(v) = pool.labels.get(key) {
         out.insert(v.clone());
         return;
     }
     if let Some(r) = pool.requirements.get(key) {
-        if !r.is_complement() && key != ZONE && key != CAPACITY_TYPE && !labels::is_well_known(key) {
+        if !r.is_complement() && key != ZONE && key != CAPACITY_TYPE && !labels::is_well_known(key)
+        {
             out.extend(r.values().iter().cloned());
             return;
         }
@@ -1018,8 +1220,14 @@ fn collect_pool_values(pool: &NodePool, types: &[u32], all: &[InstanceType], key
         let t = &all[t as usize];
         if key == ZONE || key == CAPACITY_TYPE {
             for o in t.offerings.iter().filter(|o| o.available) {
-                let v = if key == ZONE { &o.zone } else { &o.capacity_type };
-                if pool.requirements.allows(ZONE, &o.zone) && pool.requirements.allows(CAPACITY_TYPE, &o.capacity_type) {
+                let v = if key == ZONE {
+                    &o.zone
+                } else {
+                    &o.capacity_type
+                };
+                if pool.requirements.allows(ZONE, &o.zone)
+                    && pool.requirements.allows(CAPACITY_TYPE, &o.capacity_type)
+                {
                     out.insert(v.clone());
                 }
             }

@@ -18,7 +18,10 @@ fn itype(name: &str, cpu: i64, mem_gib: i64, pods: i64, price: f64) -> InstanceT
     labels.insert(INSTANCE_TYPE.to_string(), name.to_string());
     labels.insert(ARCH.to_string(), "amd64".to_string());
     labels.insert("kubernetes.io/os".to_string(), "linux".to_string());
-    labels.insert("capstan.dev/instance-family".to_string(), name.split('.').next().unwrap().to_string());
+    labels.insert(
+        "capstan.dev/instance-family".to_string(),
+        name.split('.').next().unwrap().to_string(),
+    );
     let alloc = Resources {
         cpu: cpu * 1000,
         memory: mem_gib << 30,
@@ -53,7 +56,11 @@ fn catalog() -> Vec<InstanceType> {
 }
 
 fn pool(spec: Value) -> NodePool {
-    let name = spec.get("name").and_then(Value::as_str).unwrap_or("default").to_string();
+    let name = spec
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
     let mut body = spec.clone();
     body.as_object_mut().unwrap().remove("name");
     let obj: NodePoolObject = serde_json::from_value(json!({
@@ -151,7 +158,10 @@ fn check_each_pod_once(plan: &Plan, n: usize) {
     for u in &plan.unschedulable {
         seen[u.pod] += 1;
     }
-    assert!(seen.iter().all(|&c| c == 1), "every pending pod appears exactly once: {seen:?}");
+    assert!(
+        seen.iter().all(|&c| c == 1),
+        "every pending pod appears exactly once: {seen:?}"
+    );
 }
 
 /// Where each pod went: node or claim name, or "-" if unschedulable.
@@ -182,10 +192,16 @@ fn reason(plan: &Plan, pod: usize) -> String {
 #[test]
 fn pods_go_to_existing_nodes_before_new_claims() {
     let mut w = World::new();
-    w.snapshot.nodes.push(node("n1", ZONES[0], 4, 16, json!({})));
+    w.snapshot
+        .nodes
+        .push(node("n1", ZONES[0], 4, 16, json!({})));
     w.snapshot.pods.push(bound(plain("old", 3000, 1024), "n1"));
     let plan = w.solve(&[plain("a", 500, 512), plain("b", 1500, 512)]);
-    assert_eq!(placement(&plan, 2), vec!["n1".to_string(), "default-0".to_string()], "only 1 CPU is free on n1");
+    assert_eq!(
+        placement(&plan, 2),
+        vec!["n1".to_string(), "default-0".to_string()],
+        "only 1 CPU is free on n1"
+    );
 }
 
 #[test]
@@ -194,7 +210,12 @@ fn in_flight_claims_take_pods_before_new_claims() {
     w.snapshot.inflight.push(InFlight {
         name: "default-abc".into(),
         nodepool: "default".into(),
-        labels: [(ZONE.to_string(), ZONES[1].to_string()), (ARCH.to_string(), "amd64".to_string())].into_iter().collect(),
+        labels: [
+            (ZONE.to_string(), ZONES[1].to_string()),
+            (ARCH.to_string(), "amd64".to_string()),
+        ]
+        .into_iter()
+        .collect(),
         taints: vec![],
         allocatable: Resources {
             cpu: 2000,
@@ -216,19 +237,32 @@ fn new_claims_take_the_cheapest_type_that_holds_their_pods() {
     let c = &plan.new_claims[0];
     assert_eq!(w.types[c.offering.instance_type].name, "m.xlarge");
     assert_eq!(c.offering.price, 0.20);
-    let names: Vec<&str> = c.instance_types.iter().map(|&t| w.types[t].name.as_str()).collect();
-    assert_eq!(names, vec!["m.xlarge", "m.2xlarge", "m.4xlarge"], "options kept for the planner, cheapest first");
+    let names: Vec<&str> = c
+        .instance_types
+        .iter()
+        .map(|&t| w.types[t].name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["m.xlarge", "m.2xlarge", "m.4xlarge"],
+        "options kept for the planner, cheapest first"
+    );
 }
 
 #[test]
 fn pods_share_a_claim_until_its_largest_type_is_full() {
     let w = World::new();
-    let pods: Vec<Pod> = (0..5).map(|i| plain(&format!("p{i}"), 4000, 1024)).collect();
+    let pods: Vec<Pod> = (0..5)
+        .map(|i| plain(&format!("p{i}"), 4000, 1024))
+        .collect();
     let plan = w.solve(&pods);
     // 16 CPU is the largest type: four pods of 4 CPU fill it, the fifth opens a second claim.
     assert_eq!(plan.new_claims.len(), 2);
     assert_eq!(plan.new_claims[0].pods.len(), 4);
-    assert_eq!(w.types[plan.new_claims[0].offering.instance_type].name, "m.4xlarge");
+    assert_eq!(
+        w.types[plan.new_claims[0].offering.instance_type].name,
+        "m.4xlarge"
+    );
 }
 
 #[test]
@@ -247,18 +281,32 @@ fn daemonset_overhead_can_make_a_type_too_small() {
     w.snapshot.daemonsets.push(plain("ds", 500, 128));
     let plan = w.solve(&[plain("a", 1800, 512)]);
     // 1.8 CPU alone fits m.large (2 CPU); with 0.5 CPU of daemonsets it does not.
-    assert_eq!(w.types[plan.new_claims[0].offering.instance_type].name, "m.xlarge");
+    assert_eq!(
+        w.types[plan.new_claims[0].offering.instance_type].name,
+        "m.xlarge"
+    );
     assert_eq!(plan.new_claims[0].requests.cpu, 2300);
 }
 
 #[test]
 fn daemonsets_that_do_not_tolerate_a_pools_taint_add_no_overhead_there() {
     let mut w = World::new();
-    w.pools = vec![pool(json!({"template": {"spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}}}))];
+    w.pools = vec![pool(
+        json!({"template": {"spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}}}),
+    )];
     w.snapshot.daemonsets.push(plain("ds", 500, 128));
-    let p = pod("a", 1800, 512, json!({}), json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}));
+    let p = pod(
+        "a",
+        1800,
+        512,
+        json!({}),
+        json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}),
+    );
     let plan = w.solve(&[p]);
-    assert_eq!(w.types[plan.new_claims[0].offering.instance_type].name, "m.large");
+    assert_eq!(
+        w.types[plan.new_claims[0].offering.instance_type].name,
+        "m.large"
+    );
 }
 
 #[test]
@@ -288,18 +336,32 @@ fn node_selectors_and_taints_block_with_reasons() {
         pod: Pod,
         want: &'static str,
     }
-    let tainted = pool(json!({"template": {"spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]}}}));
+    let tainted = pool(
+        json!({"template": {"spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]}}}),
+    );
     let cases = vec![
         Case {
             name: "arch the pool does not allow",
             pools: vec![default_pool()],
-            pod: pod("a", 100, 100, json!({}), json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}})),
+            pod: pod(
+                "a",
+                100,
+                100,
+                json!({}),
+                json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}}),
+            ),
             want: "nodepool default: requirement kubernetes.io/arch In [arm64] conflicts with kubernetes.io/arch In [amd64]",
         },
         Case {
             name: "a custom label no pool defines",
             pools: vec![default_pool()],
-            pod: pod("a", 100, 100, json!({}), json!({"nodeSelector": {"team": "x"}})),
+            pod: pod(
+                "a",
+                100,
+                100,
+                json!({}),
+                json!({"nodeSelector": {"team": "x"}}),
+            ),
             want: "nodepool default: requirement team In [x] names label \"team\", which is not defined",
         },
         Case {
@@ -311,7 +373,13 @@ fn node_selectors_and_taints_block_with_reasons() {
         Case {
             name: "spot asked of an on-demand pool",
             pools: vec![default_pool()],
-            pod: pod("a", 100, 100, json!({}), json!({"nodeSelector": {"karpenter.sh/capacity-type": "spot"}})),
+            pod: pod(
+                "a",
+                100,
+                100,
+                json!({}),
+                json!({"nodeSelector": {"karpenter.sh/capacity-type": "spot"}}),
+            ),
             want: "nodepool default: requirement capstan.dev/capacity-type In [spot] conflicts with capstan.dev/capacity-type In [on-demand]",
         },
     ];
@@ -329,7 +397,13 @@ fn tolerated_taints_and_startup_taints_do_not_block() {
     w.pools = vec![pool(json!({"template": {"spec": {
         "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}],
         "startupTaints": [{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}]}}}))];
-    let p = pod("a", 100, 100, json!({}), json!({"tolerations": [{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]}));
+    let p = pod(
+        "a",
+        100,
+        100,
+        json!({}),
+        json!({"tolerations": [{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]}),
+    );
     let plan = w.solve(&[p]);
     assert_eq!(plan.new_claims.len(), 1);
 }
@@ -337,8 +411,20 @@ fn tolerated_taints_and_startup_taints_do_not_block() {
 #[test]
 fn existing_node_taints_and_cordons_keep_pods_off() {
     let mut w = World::new();
-    w.snapshot.nodes.push(node("tainted", ZONES[0], 8, 32, json!({"taints": [{"key": "x", "effect": "NoSchedule"}]})));
-    w.snapshot.nodes.push(node("cordoned", ZONES[0], 8, 32, json!({"unschedulable": true})));
+    w.snapshot.nodes.push(node(
+        "tainted",
+        ZONES[0],
+        8,
+        32,
+        json!({"taints": [{"key": "x", "effect": "NoSchedule"}]}),
+    ));
+    w.snapshot.nodes.push(node(
+        "cordoned",
+        ZONES[0],
+        8,
+        32,
+        json!({"unschedulable": true}),
+    ));
     let plan = w.solve(&[plain("a", 100, 100)]);
     assert!(plan.existing.is_empty());
     assert_eq!(plan.new_claims.len(), 1);
@@ -371,7 +457,11 @@ fn preferred_node_affinity_is_honoured_when_possible_and_dropped_when_not() {
     let plan = w.solve(&[pod("a", 100, 100, json!({}), prefer("us-east-1b"))]);
     assert_eq!(plan.new_claims[0].offering.zone, "us-east-1b");
     let plan = w.solve(&[pod("a", 100, 100, json!({}), prefer("eu-west-1a"))]);
-    assert_eq!(plan.new_claims.len(), 1, "an impossible preference is relaxed");
+    assert_eq!(
+        plan.new_claims.len(),
+        1,
+        "an impossible preference is relaxed"
+    );
 }
 
 #[test]
@@ -379,7 +469,17 @@ fn hostname_anti_affinity_puts_each_pod_on_its_own_node() {
     let w = World::new();
     let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
-    let pods: Vec<Pod> = (0..4).map(|i| pod(&format!("db-{i}"), 100, 100, json!({"app": "db"}), anti.clone())).collect();
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            pod(
+                &format!("db-{i}"),
+                100,
+                100,
+                json!({"app": "db"}),
+                anti.clone(),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
     assert_eq!(plan.new_claims.len(), 4);
 }
@@ -387,7 +487,9 @@ fn hostname_anti_affinity_puts_each_pod_on_its_own_node() {
 #[test]
 fn anti_affinity_of_a_running_pod_keeps_selected_pods_away() {
     let mut w = World::new();
-    w.snapshot.nodes.push(node("n1", ZONES[0], 8, 32, json!({})));
+    w.snapshot
+        .nodes
+        .push(node("n1", ZONES[0], 8, 32, json!({})));
     let guard = pod(
         "guard",
         100,
@@ -397,8 +499,14 @@ fn anti_affinity_of_a_running_pod_keeps_selected_pods_away() {
             {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}}),
     );
     w.snapshot.pods.push(bound(guard, "n1"));
-    let plan = w.solve(&[pod("web", 100, 100, json!({"app": "web"}), json!({})), plain("other", 100, 100)]);
-    assert_eq!(placement(&plan, 2), vec!["default-0".to_string(), "n1".to_string()]);
+    let plan = w.solve(&[
+        pod("web", 100, 100, json!({"app": "web"}), json!({})),
+        plain("other", 100, 100),
+    ]);
+    assert_eq!(
+        placement(&plan, 2),
+        vec!["default-0".to_string(), "n1".to_string()]
+    );
 }
 
 #[test]
@@ -406,13 +514,27 @@ fn zonal_spread_balances_new_pods_across_zones() {
     let w = World::new();
     let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
-    let pods: Vec<Pod> = (0..6).map(|i| pod(&format!("web-{i}"), 100, 100, json!({"app": "web"}), spread.clone())).collect();
+    let pods: Vec<Pod> = (0..6)
+        .map(|i| {
+            pod(
+                &format!("web-{i}"),
+                100,
+                100,
+                json!({"app": "web"}),
+                spread.clone(),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
     let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
     for c in &plan.new_claims {
         *per_zone.entry(c.offering.zone.clone()).or_default() += c.pods.len();
     }
-    assert_eq!(per_zone.values().copied().collect::<Vec<_>>(), vec![2, 2, 2], "{per_zone:?}");
+    assert_eq!(
+        per_zone.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2],
+        "{per_zone:?}"
+    );
 }
 
 #[test]
@@ -420,11 +542,30 @@ fn existing_pods_count_in_spread_domains() {
     let mut w = World::new();
     w.snapshot.nodes.push(node("n1", ZONES[0], 1, 4, json!({})));
     for i in 0..2 {
-        w.snapshot.pods.push(bound(pod(&format!("old-{i}"), 100, 100, json!({"app": "web"}), json!({})), "n1"));
+        w.snapshot.pods.push(bound(
+            pod(
+                &format!("old-{i}"),
+                100,
+                100,
+                json!({"app": "web"}),
+                json!({}),
+            ),
+            "n1",
+        ));
     }
     let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
-    let pods: Vec<Pod> = (0..4).map(|i| pod(&format!("web-{i}"), 100, 100, json!({"app": "web"}), spread.clone())).collect();
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            pod(
+                &format!("web-{i}"),
+                100,
+                100,
+                json!({"app": "web"}),
+                spread.clone(),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
     let mut per_zone: BTreeMap<String, usize> = [(ZONES[0].to_string(), 2)].into_iter().collect();
     for c in &plan.new_claims {
@@ -433,7 +574,11 @@ fn existing_pods_count_in_spread_domains() {
     for b in &plan.existing {
         *per_zone.entry(ZONES[0].to_string()).or_default() += b.pods.len();
     }
-    assert_eq!(per_zone.values().copied().collect::<Vec<_>>(), vec![2, 2, 2], "zone a already had two: {per_zone:?}");
+    assert_eq!(
+        per_zone.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2],
+        "zone a already had two: {per_zone:?}"
+    );
 }
 
 #[test]
@@ -441,12 +586,28 @@ fn min_domains_treats_the_global_minimum_as_zero_until_enough_domains_exist() {
     let w = World::new();
     let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "minDomains": 5, "topologyKey": "topology.kubernetes.io/zone",
         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
-    let pods: Vec<Pod> = (0..4).map(|i| pod(&format!("web-{i}"), 100, 100, json!({"app": "web"}), spread.clone())).collect();
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            pod(
+                &format!("web-{i}"),
+                100,
+                100,
+                json!({"app": "web"}),
+                spread.clone(),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
     // Three zones < minDomains 5: each zone takes at most maxSkew pods.
-    assert_eq!(plan.new_claims.iter().map(|c| c.pods.len()).sum::<usize>(), 3);
+    assert_eq!(
+        plan.new_claims.iter().map(|c| c.pods.len()).sum::<usize>(),
+        3
+    );
     let r = reason(&plan, 3);
-    assert!(r.contains("topology spread on topology.kubernetes.io/zone (maxSkew 1 minDomains 5"), "{r}");
+    assert!(
+        r.contains("topology spread on topology.kubernetes.io/zone (maxSkew 1 minDomains 5"),
+        "{r}"
+    );
 }
 
 #[test]
@@ -454,9 +615,25 @@ fn hostname_spread_limits_pods_per_node_to_max_skew() {
     let w = World::new();
     let spread = json!({"topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname",
         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
-    let pods: Vec<Pod> = (0..5).map(|i| pod(&format!("web-{i}"), 100, 100, json!({"app": "web"}), spread.clone())).collect();
+    let pods: Vec<Pod> = (0..5)
+        .map(|i| {
+            pod(
+                &format!("web-{i}"),
+                100,
+                100,
+                json!({"app": "web"}),
+                spread.clone(),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
-    assert_eq!(plan.new_claims.iter().map(|c| c.pods.len()).collect::<Vec<_>>(), vec![2, 2, 1]);
+    assert_eq!(
+        plan.new_claims
+            .iter()
+            .map(|c| c.pods.len())
+            .collect::<Vec<_>>(),
+        vec![2, 2, 1]
+    );
 }
 
 #[test]
@@ -467,14 +644,27 @@ fn spread_and_anti_affinity_hold_together() {
             "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "kafka"}}}],
         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": {"app": "kafka"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
-    let pods: Vec<Pod> = (0..6).map(|i| pod(&format!("k-{i}"), 100, 100, json!({"app": "kafka"}), spec.clone())).collect();
+    let pods: Vec<Pod> = (0..6)
+        .map(|i| {
+            pod(
+                &format!("k-{i}"),
+                100,
+                100,
+                json!({"app": "kafka"}),
+                spec.clone(),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
     assert_eq!(plan.new_claims.len(), 6, "one node each");
     let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
     for c in &plan.new_claims {
         *per_zone.entry(zone_of(&plan, &c.name)).or_default() += 1;
     }
-    assert_eq!(per_zone.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+    assert_eq!(
+        per_zone.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2]
+    );
 }
 
 #[test]
@@ -488,14 +678,44 @@ fn schedule_anyway_spread_is_relaxed_when_it_cannot_hold() {
     };
     // Only zone a can be launched, but zone b has a node with a pod: the skew would reach 2.
     w.snapshot.nodes.push(node("nb", ZONES[1], 1, 1, json!({})));
-    w.snapshot.pods.push(bound(pod("b0", 900, 100, json!({"app": "x"}), json!({})), "nb"));
-    w.snapshot.pods.push(bound(pod("b1", 10, 10, json!({"app": "web"}), json!({})), "nb"));
-    let pods: Vec<Pod> = (0..3).map(|i| pod(&format!("w{i}"), 200, 100, json!({"app": "web"}), soft("ScheduleAnyway"))).collect();
+    w.snapshot.pods.push(bound(
+        pod("b0", 900, 100, json!({"app": "x"}), json!({})),
+        "nb",
+    ));
+    w.snapshot.pods.push(bound(
+        pod("b1", 10, 10, json!({"app": "web"}), json!({})),
+        "nb",
+    ));
+    let pods: Vec<Pod> = (0..3)
+        .map(|i| {
+            pod(
+                &format!("w{i}"),
+                200,
+                100,
+                json!({"app": "web"}),
+                soft("ScheduleAnyway"),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
     assert!(plan.unschedulable.is_empty(), "{plan:#?}");
-    let pods: Vec<Pod> = (0..3).map(|i| pod(&format!("w{i}"), 200, 100, json!({"app": "web"}), soft("DoNotSchedule"))).collect();
+    let pods: Vec<Pod> = (0..3)
+        .map(|i| {
+            pod(
+                &format!("w{i}"),
+                200,
+                100,
+                json!({"app": "web"}),
+                soft("DoNotSchedule"),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
-    assert_eq!(plan.unschedulable.len(), 1, "DoNotSchedule holds: a gets 2 while b has 1");
+    assert_eq!(
+        plan.unschedulable.len(),
+        1,
+        "DoNotSchedule holds: a gets 2 while b has 1"
+    );
 }
 
 #[test]
@@ -503,9 +723,23 @@ fn zonal_pod_affinity_keeps_pods_in_the_first_pods_zone() {
     let w = World::new();
     let aff = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}});
-    let pods: Vec<Pod> = (0..6).map(|i| pod(&format!("c{i}"), 6000, 100, json!({"app": "cache"}), aff.clone())).collect();
+    let pods: Vec<Pod> = (0..6)
+        .map(|i| {
+            pod(
+                &format!("c{i}"),
+                6000,
+                100,
+                json!({"app": "cache"}),
+                aff.clone(),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
-    let zones: BTreeSet<String> = plan.new_claims.iter().map(|c| c.offering.zone.clone()).collect();
+    let zones: BTreeSet<String> = plan
+        .new_claims
+        .iter()
+        .map(|c| c.offering.zone.clone())
+        .collect();
     assert!(plan.new_claims.len() > 1);
     assert_eq!(zones.len(), 1, "{zones:?}");
 }
@@ -516,15 +750,25 @@ fn affinity_to_pods_that_do_not_exist_is_unschedulable_with_a_reason() {
     let aff = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
     let plan = w.solve(&[pod("web", 100, 100, json!({"app": "web"}), aff)]);
-    assert_eq!(reason(&plan, 0), "pod affinity on kubernetes.io/hostname (selector app=db): no pod matches the selector");
+    assert_eq!(
+        reason(&plan, 0),
+        "pod affinity on kubernetes.io/hostname (selector app=db): no pod matches the selector"
+    );
 }
 
 #[test]
 fn hostname_affinity_joins_the_node_of_the_selected_pod() {
     let mut w = World::new();
-    w.snapshot.nodes.push(node("n1", ZONES[0], 8, 32, json!({})));
-    w.snapshot.nodes.push(node("n2", ZONES[1], 8, 32, json!({})));
-    w.snapshot.pods.push(bound(pod("db", 100, 100, json!({"app": "db"}), json!({})), "n2"));
+    w.snapshot
+        .nodes
+        .push(node("n1", ZONES[0], 8, 32, json!({})));
+    w.snapshot
+        .nodes
+        .push(node("n2", ZONES[1], 8, 32, json!({})));
+    w.snapshot.pods.push(bound(
+        pod("db", 100, 100, json!({"app": "db"}), json!({})),
+        "n2",
+    ));
     let aff = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
     let plan = w.solve(&[pod("web", 100, 100, json!({"app": "web"}), aff)]);
@@ -534,10 +778,22 @@ fn hostname_affinity_joins_the_node_of_the_selected_pod() {
 #[test]
 fn preferred_anti_affinity_is_relaxed_when_the_pool_is_at_its_node_limit() {
     let mut w = World::new();
-    w.pools = vec![pool(json!({"template": {"spec": {}}, "limits": {"nodes": 1}}))];
+    w.pools = vec![pool(
+        json!({"template": {"spec": {}}, "limits": {"nodes": 1}}),
+    )];
     let pref = json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}}]}}});
-    let pods: Vec<Pod> = (0..2).map(|i| pod(&format!("w{i}"), 100, 100, json!({"app": "web"}), pref.clone())).collect();
+    let pods: Vec<Pod> = (0..2)
+        .map(|i| {
+            pod(
+                &format!("w{i}"),
+                100,
+                100,
+                json!({"app": "web"}),
+                pref.clone(),
+            )
+        })
+        .collect();
     let plan = w.solve(&pods);
     assert_eq!(plan.new_claims.len(), 1);
     assert_eq!(plan.new_claims[0].pods.len(), 2);
@@ -547,14 +803,22 @@ fn preferred_anti_affinity_is_relaxed_when_the_pool_is_at_its_node_limit() {
 fn prefer_no_schedule_taints_are_avoided_then_tolerated() {
     let mut w = World::new();
     w.pools = vec![
-        pool(json!({"name": "soft", "weight": 50, "template": {"spec": {"taints": [{"key": "spot", "effect": "PreferNoSchedule"}]}}})),
+        pool(
+            json!({"name": "soft", "weight": 50, "template": {"spec": {"taints": [{"key": "spot", "effect": "PreferNoSchedule"}]}}}),
+        ),
         pool(json!({"name": "plain", "template": {"spec": {}}})),
     ];
     let plan = w.solve(&[plain("a", 100, 100)]);
-    assert_eq!(plan.new_claims[0].nodepool, "plain", "the untainted pool wins despite its lower weight");
+    assert_eq!(
+        plan.new_claims[0].nodepool, "plain",
+        "the untainted pool wins despite its lower weight"
+    );
     w.pools.truncate(1);
     let plan = w.solve(&[plain("a", 100, 100)]);
-    assert_eq!(plan.new_claims[0].nodepool, "soft", "with no other choice the taint is tolerated");
+    assert_eq!(
+        plan.new_claims[0].nodepool, "soft",
+        "with no other choice the taint is tolerated"
+    );
 }
 
 #[test]
@@ -578,23 +842,44 @@ fn heavier_nodepools_are_used_first_within_their_limits() {
     let mut w = World::new();
     w.pools = vec![
         pool(json!({"name": "light", "weight": 1, "template": {"spec": {}}})),
-        pool(json!({"name": "heavy", "weight": 90, "template": {"spec": {}}, "limits": {"cpu": "4"}})),
+        pool(
+            json!({"name": "heavy", "weight": 90, "template": {"spec": {}}, "limits": {"cpu": "4"}}),
+        ),
     ];
     let pods: Vec<Pod> = (0..3).map(|i| plain(&format!("p{i}"), 3000, 100)).collect();
     let plan = w.solve(&pods);
-    let pools: Vec<&str> = plan.new_claims.iter().map(|c| c.nodepool.as_str()).collect();
+    let pools: Vec<&str> = plan
+        .new_claims
+        .iter()
+        .map(|c| c.nodepool.as_str())
+        .collect();
     assert_eq!(pools, vec!["heavy", "light"], "{plan:#?}");
-    assert_eq!(plan.new_claims[0].pods.len(), 1, "heavy may only hold 4 CPU");
+    assert_eq!(
+        plan.new_claims[0].pods.len(),
+        1,
+        "heavy may only hold 4 CPU"
+    );
 }
 
 #[test]
 fn limits_count_existing_nodes_of_the_pool() {
     let mut w = World::new();
-    w.pools = vec![pool(json!({"template": {"spec": {}}, "limits": {"cpu": "8"}}))];
-    w.snapshot.nodes.push(node("n1", ZONES[0], 8, 32, json!({"labels": {"karpenter.sh/nodepool": "default"}})));
+    w.pools = vec![pool(
+        json!({"template": {"spec": {}}, "limits": {"cpu": "8"}}),
+    )];
+    w.snapshot.nodes.push(node(
+        "n1",
+        ZONES[0],
+        8,
+        32,
+        json!({"labels": {"karpenter.sh/nodepool": "default"}}),
+    ));
     w.snapshot.pods.push(bound(plain("busy", 8000, 100), "n1"));
     let plan = w.solve(&[plain("a", 100, 100)]);
-    assert_eq!(reason(&plan, 0), "0/1 nodes fit (1 insufficient cpu); nodepool default: limits reached (cpu=8)");
+    assert_eq!(
+        reason(&plan, 0),
+        "0/1 nodes fit (1 insufficient cpu); nodepool default: limits reached (cpu=8)"
+    );
 }
 
 #[test]
@@ -607,11 +892,17 @@ fn extended_resources_only_land_on_types_that_have_them() {
     let mut p = plain("train", 1000, 1000);
     p.requests.set("nvidia.com/gpu", 1);
     let plan = w.solve(&[p.clone(), plain("web", 1000, 1000)]);
-    assert_eq!(w.types[plan.new_claims[0].offering.instance_type].name, "g.xlarge");
+    assert_eq!(
+        w.types[plan.new_claims[0].offering.instance_type].name,
+        "g.xlarge"
+    );
     let mut p2 = p;
     p2.requests.set("nvidia.com/gpu", 2);
     let plan = w.solve(&[p2]);
-    assert_eq!(reason(&plan, 0), "nodepool default: no instance type has enough nvidia.com/gpu: needs 2, largest offers 1");
+    assert_eq!(
+        reason(&plan, 0),
+        "nodepool default: no instance type has enough nvidia.com/gpu: needs 2, largest offers 1"
+    );
 }
 
 #[test]
@@ -627,7 +918,10 @@ fn min_values_keep_enough_instance_families_or_refuse() {
     let plan = w.solve(&[plain("small", 1000, 100)]);
     assert_eq!(plan.new_claims[0].instance_types.len(), 3);
     let plan = w.solve(&[plain("big", 3000, 100)]);
-    assert_eq!(reason(&plan, 0), "nodepool default: minValues for capstan.dev/instance-family: 1 of 2 values left");
+    assert_eq!(
+        reason(&plan, 0),
+        "nodepool default: minValues for capstan.dev/instance-family: 1 of 2 values left"
+    );
 }
 
 #[test]
@@ -658,10 +952,22 @@ mod properties {
 
     fn case() -> impl Strategy<Value = Case> {
         (
-            prop::collection::vec((1i64..=32, 1i64..=128, 4i64..=64, 0.05f64..3.0, any::<bool>()), 1..8),
+            prop::collection::vec(
+                (
+                    1i64..=32,
+                    1i64..=128,
+                    4i64..=64,
+                    0.05f64..3.0,
+                    any::<bool>(),
+                ),
+                1..8,
+            ),
             any::<bool>(),
             // (cpu m, mem MiB, group 0..5, tolerates, zone selector 0..4)
-            prop::collection::vec((10i64..6000, 10i64..20_000, 0u8..6, any::<bool>(), 0u8..5), 1..80),
+            prop::collection::vec(
+                (10i64..6000, 10i64..20_000, 0u8..6, any::<bool>(), 0u8..5),
+                1..80,
+            ),
             prop::collection::vec((0usize..3, 1i64..16), 0..4),
         )
             .prop_map(|(types, taint_pool, pods, existing)| Case {
@@ -687,15 +993,21 @@ mod properties {
                 t
             })
             .collect();
-        let mut pools = vec![pool(json!({"name": "general", "template": {"spec": {"requirements": [
-            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}}}))];
+        let mut pools = vec![pool(
+            json!({"name": "general", "template": {"spec": {"requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}}}),
+        )];
         if c.taint_pool {
-            pools.push(pool(json!({"name": "dedicated", "weight": 10, "template": {"spec": {
-                "taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}}})));
+            pools.push(pool(
+                json!({"name": "dedicated", "weight": 10, "template": {"spec": {
+                "taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}}}),
+            ));
         }
         w.pools = pools;
         for (i, &(z, cpu)) in c.existing.iter().enumerate() {
-            w.snapshot.nodes.push(node(&format!("n{i}"), ZONES[z], cpu, 32, json!({})));
+            w.snapshot
+                .nodes
+                .push(node(&format!("n{i}"), ZONES[z], cpu, 32, json!({})));
         }
         let pods = c
             .pods
@@ -742,9 +1054,16 @@ mod properties {
             for &p in &c.pods {
                 used.add(&pods[p].requests);
             }
-            assert!(used.fits_in(&t.allocatable), "claim {} over allocatable or max pods", c.name);
+            assert!(
+                used.fits_in(&t.allocatable),
+                "claim {} over allocatable or max pods",
+                c.name
+            );
             for &o in &c.instance_types {
-                assert!(used.fits_in(&w.types[o].allocatable), "every option holds the pods");
+                assert!(
+                    used.fits_in(&w.types[o].allocatable),
+                    "every option holds the pods"
+                );
             }
             let pool = w.pools.iter().find(|p| p.name == c.nodepool).unwrap();
             let mut node_labels = t.labels.clone();
@@ -757,23 +1076,42 @@ mod properties {
             for &p in &c.pods {
                 let pod = &pods[p];
                 assert!(
-                    capstan_model::taints::untolerated(&pool.taints, &pod.tolerations, false).is_none(),
+                    capstan_model::taints::untolerated(&pool.taints, &pod.tolerations, false)
+                        .is_none(),
                     "{} on a taint it does not tolerate",
                     pod.name
                 );
-                assert!(node_reqs.compatible(&pod.node_selector, Undefined::Deny).is_ok(), "{} selector matched", pod.name);
+                assert!(
+                    node_reqs
+                        .compatible(&pod.node_selector, Undefined::Deny)
+                        .is_ok(),
+                    "{} selector matched",
+                    pod.name
+                );
                 let app = pod.labels["app"].clone();
                 if !pod.anti_affinity.is_empty() {
-                    assert!(anti_groups.insert(app.clone()), "anti-affinity pods of {app} share {}", c.name);
+                    assert!(
+                        anti_groups.insert(app.clone()),
+                        "anti-affinity pods of {app} share {}",
+                        c.name
+                    );
                 }
                 if pod.spread.iter().any(|s| s.topology_key == HOSTNAME) {
                     *host_spread.entry(app.clone()).or_default() += 1;
                 }
                 if pod.spread.iter().any(|s| s.topology_key == ZONE) {
-                    *zone_counts.entry(app).or_default().entry(c.offering.zone.clone()).or_default() += 1;
+                    *zone_counts
+                        .entry(app)
+                        .or_default()
+                        .entry(c.offering.zone.clone())
+                        .or_default() += 1;
                 }
             }
-            assert!(host_spread.values().all(|&n| n <= 2), "hostname spread within maxSkew 2 on {}", c.name);
+            assert!(
+                host_spread.values().all(|&n| n <= 2),
+                "hostname spread within maxSkew 2 on {}",
+                c.name
+            );
         }
         for b in &plan.existing {
             let n = w.snapshot.nodes.iter().find(|n| n.name == b.node).unwrap();
@@ -785,13 +1123,20 @@ mod properties {
             for &p in &b.pods {
                 let pod = &pods[p];
                 if pod.spread.iter().any(|s| s.topology_key == ZONE) {
-                    *zone_counts.entry(pod.labels["app"].clone()).or_default().entry(n.labels[ZONE].clone()).or_default() += 1;
+                    *zone_counts
+                        .entry(pod.labels["app"].clone())
+                        .or_default()
+                        .entry(n.labels[ZONE].clone())
+                        .or_default() += 1;
                 }
             }
         }
         for (app, counts) in zone_counts {
             // Zonal spread pods carry a zone selector for some; skew is over the zones they may use.
-            let all: Vec<i64> = ZONES.iter().map(|z| counts.get(*z).copied().unwrap_or(0)).collect();
+            let all: Vec<i64> = ZONES
+                .iter()
+                .map(|z| counts.get(*z).copied().unwrap_or(0))
+                .collect();
             let selectors: BTreeSet<Option<String>> = pods
                 .iter()
                 .filter(|p| p.labels["app"] == app)

@@ -18,7 +18,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
-    Spread { max_skew: i32, min_domains: Option<i32> },
+    Spread {
+        max_skew: i32,
+        min_domains: Option<i32>,
+    },
     Affinity,
     AntiAffinity,
 }
@@ -54,7 +57,12 @@ pub(crate) struct Group {
 
 impl Group {
     pub fn selects(&self, pod: &Pod) -> bool {
-        self.g.namespaces.contains(&pod.namespace) && self.g.selector.as_ref().is_some_and(|s| s.matches(&pod.labels))
+        self.g.namespaces.contains(&pod.namespace)
+            && self
+                .g
+                .selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&pod.labels))
     }
 
     pub fn host_count(&self, slot: usize) -> u32 {
@@ -86,7 +94,11 @@ impl Group {
 
     fn bump(&mut self, domain: Domain<'_>, owner: bool) {
         let (map, vec, total) = if owner {
-            (&mut self.owners, &mut self.host_owners, &mut self.owners_total)
+            (
+                &mut self.owners,
+                &mut self.host_owners,
+                &mut self.owners_total,
+            )
         } else {
             (&mut self.counts, &mut self.host_counts, &mut self.total)
         };
@@ -103,11 +115,24 @@ impl Group {
     }
 
     pub fn describe(&self) -> String {
-        let sel = self.g.selector.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "<none>".into());
+        let sel = self
+            .g
+            .selector
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "<none>".into());
         match &self.g.kind {
-            Kind::Spread { max_skew, min_domains } => {
-                let md = min_domains.map(|m| format!(" minDomains {m}")).unwrap_or_default();
-                format!("topology spread on {} (maxSkew {max_skew}{md}, selector {sel})", self.g.key)
+            Kind::Spread {
+                max_skew,
+                min_domains,
+            } => {
+                let md = min_domains
+                    .map(|m| format!(" minDomains {m}"))
+                    .unwrap_or_default();
+                format!(
+                    "topology spread on {} (maxSkew {max_skew}{md}, selector {sel})",
+                    self.g.key
+                )
             }
             Kind::Affinity => format!("pod affinity on {} (selector {sel})", self.g.key),
             Kind::AntiAffinity => format!("pod anti-affinity on {} (selector {sel})", self.g.key),
@@ -205,7 +230,12 @@ impl Topology {
         i
     }
 
-    pub fn spread_group(&mut self, pod: &Pod, s: &TopologySpread, node_reqs: &Requirements) -> usize {
+    pub fn spread_group(
+        &mut self,
+        pod: &Pod,
+        s: &TopologySpread,
+        node_reqs: &Requirements,
+    ) -> usize {
         self.intern(GroupKey {
             kind: Kind::Spread {
                 max_skew: s.max_skew,
@@ -214,14 +244,21 @@ impl Topology {
             key: s.topology_key.clone(),
             selector: s.selector.clone(),
             namespaces: Namespaces::List(vec![pod.namespace.clone()]),
-            filter_reqs: (s.node_affinity_policy == InclusionPolicy::Honor && !node_reqs.is_empty()).then(|| node_reqs.clone()),
-            filter_tolerations: (s.node_taints_policy == InclusionPolicy::Honor).then(|| pod.tolerations.clone()),
+            filter_reqs: (s.node_affinity_policy == InclusionPolicy::Honor
+                && !node_reqs.is_empty())
+            .then(|| node_reqs.clone()),
+            filter_tolerations: (s.node_taints_policy == InclusionPolicy::Honor)
+                .then(|| pod.tolerations.clone()),
         })
     }
 
     pub fn affinity_group(&mut self, term: &PodAffinityTerm, anti: bool) -> usize {
         self.intern(GroupKey {
-            kind: if anti { Kind::AntiAffinity } else { Kind::Affinity },
+            kind: if anti {
+                Kind::AntiAffinity
+            } else {
+                Kind::Affinity
+            },
             key: term.topology_key.clone(),
             selector: term.selector.clone(),
             namespaces: term.namespaces.clone(),
@@ -257,16 +294,28 @@ impl Topology {
 
     /// The constraints `pod` brings, given the groups it owns and the anti-affinity groups
     /// that select it. `pod_reqs` are the pod's current node requirements.
-    pub fn constraints(&self, pod: &Pod, owned: &Owned, selected_by_anti: &[usize], selected_by: &[usize], pod_reqs: &Requirements) -> PodTopology {
+    pub fn constraints(
+        &self,
+        pod: &Pod,
+        owned: &Owned,
+        selected_by_anti: &[usize],
+        selected_by: &[usize],
+        pod_reqs: &Requirements,
+    ) -> PodTopology {
         let mut out = PodTopology::default();
         let mut keyed: BTreeMap<String, KeyConstraint> = BTreeMap::new();
-        let restrict = |keyed: &mut BTreeMap<String, KeyConstraint>, key: &str, allowed: BTreeSet<String>, g: usize| {
-            let e = keyed.entry(key.to_string()).or_insert_with(|| KeyConstraint {
-                key: key.to_string(),
-                allowed: None,
-                prefer: Vec::new(),
-                why: Vec::new(),
-            });
+        let restrict = |keyed: &mut BTreeMap<String, KeyConstraint>,
+                        key: &str,
+                        allowed: BTreeSet<String>,
+                        g: usize| {
+            let e = keyed
+                .entry(key.to_string())
+                .or_insert_with(|| KeyConstraint {
+                    key: key.to_string(),
+                    allowed: None,
+                    prefer: Vec::new(),
+                    why: Vec::new(),
+                });
             e.allowed = Some(match e.allowed.take() {
                 None => allowed,
                 Some(prev) => prev.intersection(&allowed).cloned().collect(),
@@ -287,7 +336,13 @@ impl Topology {
                         check: HostCheck::AtMost(limit),
                     });
                 }
-                (Kind::Spread { max_skew, min_domains }, false) => {
+                (
+                    Kind::Spread {
+                        max_skew,
+                        min_domains,
+                    },
+                    false,
+                ) => {
                     let eligible: Vec<&String> = universe
                         .iter()
                         .filter(|d| grp.g.filter_reqs.is_none() || pod_reqs.allows(&grp.g.key, d))
@@ -299,11 +354,17 @@ impl Topology {
                     };
                     let allowed: BTreeSet<String> = eligible
                         .into_iter()
-                        .filter(|d| (grp.count(d) + self_match) as i64 - min as i64 <= *max_skew as i64)
+                        .filter(|d| {
+                            (grp.count(d) + self_match) as i64 - min as i64 <= *max_skew as i64
+                        })
                         .cloned()
                         .collect();
                     restrict(&mut keyed, &grp.g.key, allowed, g);
-                    keyed.get_mut(&grp.g.key).expect("just inserted").prefer.push(g);
+                    keyed
+                        .get_mut(&grp.g.key)
+                        .expect("just inserted")
+                        .prefer
+                        .push(g);
                 }
                 (Kind::Affinity, true) => {
                     if grp.total > 0 {
@@ -312,23 +373,32 @@ impl Topology {
                             check: HostCheck::NonZero,
                         });
                     } else if self_match == 0 {
-                        out.impossible = Some(format!("{}: no pod matches the selector", grp.describe()));
+                        out.impossible =
+                            Some(format!("{}: no pod matches the selector", grp.describe()));
                     }
                 }
                 (Kind::Affinity, false) => {
                     if grp.total > 0 {
-                        let allowed = grp.counts.iter().filter(|(_, c)| **c > 0).map(|(d, _)| d.clone()).collect();
+                        let allowed = grp
+                            .counts
+                            .iter()
+                            .filter(|(_, c)| **c > 0)
+                            .map(|(d, _)| d.clone())
+                            .collect();
                         restrict(&mut keyed, &grp.g.key, allowed, g);
                     } else if self_match == 0 {
-                        out.impossible = Some(format!("{}: no pod matches the selector", grp.describe()));
+                        out.impossible =
+                            Some(format!("{}: no pod matches the selector", grp.describe()));
                     } else {
                         // First of its kind: any domain, but pinned to one.
-                        keyed.entry(grp.g.key.clone()).or_insert_with(|| KeyConstraint {
-                            key: grp.g.key.clone(),
-                            allowed: None,
-                            prefer: Vec::new(),
-                            why: Vec::new(),
-                        });
+                        keyed
+                            .entry(grp.g.key.clone())
+                            .or_insert_with(|| KeyConstraint {
+                                key: grp.g.key.clone(),
+                                allowed: None,
+                                prefer: Vec::new(),
+                                why: Vec::new(),
+                            });
                     }
                 }
                 (Kind::AntiAffinity, true) => out.host.push(HostConstraint {
@@ -336,7 +406,11 @@ impl Topology {
                     check: HostCheck::Zero,
                 }),
                 (Kind::AntiAffinity, false) => {
-                    let allowed = universe.iter().filter(|d| grp.count(d) == 0).cloned().collect();
+                    let allowed = universe
+                        .iter()
+                        .filter(|d| grp.count(d) == 0)
+                        .cloned()
+                        .collect();
                     restrict(&mut keyed, &grp.g.key, allowed, g);
                 }
             }
@@ -367,12 +441,14 @@ impl Topology {
             if grp.hostname {
                 continue;
             }
-            let e = keyed.entry(grp.g.key.clone()).or_insert_with(|| KeyConstraint {
-                key: grp.g.key.clone(),
-                allowed: None,
-                prefer: Vec::new(),
-                why: Vec::new(),
-            });
+            let e = keyed
+                .entry(grp.g.key.clone())
+                .or_insert_with(|| KeyConstraint {
+                    key: grp.g.key.clone(),
+                    allowed: None,
+                    prefer: Vec::new(),
+                    why: Vec::new(),
+                });
             if matches!(grp.g.kind, Kind::Spread { .. }) && !e.prefer.contains(&g) {
                 e.prefer.push(g);
             }
@@ -416,10 +492,19 @@ impl Topology {
 
     /// Picks the domain for a keyed constraint among `candidates`: the one with the fewest
     /// pods over the preferring spread groups, then by name.
-    pub fn pick<'a>(&self, kc: &KeyConstraint, candidates: impl Iterator<Item = &'a String>) -> Option<&'a String> {
+    pub fn pick<'a>(
+        &self,
+        kc: &KeyConstraint,
+        candidates: impl Iterator<Item = &'a String>,
+    ) -> Option<&'a String> {
         candidates
             .filter(|d| kc.allowed.as_ref().is_none_or(|a| a.contains(*d)))
-            .min_by_key(|d| kc.prefer.iter().map(|&g| self.groups[g].count(d)).sum::<u32>())
+            .min_by_key(|d| {
+                kc.prefer
+                    .iter()
+                    .map(|&g| self.groups[g].count(d))
+                    .sum::<u32>()
+            })
     }
 }
 
