@@ -172,7 +172,8 @@ impl Catalog {
     /// The built-in catalog: 1,363 AWS instance types with us-east-1 on-demand prices and
     /// Karpenter's allocatable figures (source and licence in the file's `meta`).
     pub fn builtin() -> Catalog {
-        let file: CatalogFile = serde_json::from_str(BUILTIN_CATALOG).expect("built-in catalog parses");
+        let file: CatalogFile =
+            serde_json::from_str(BUILTIN_CATALOG).expect("built-in catalog parses");
         Catalog::from_file(file).expect("built-in catalog is valid")
     }
 
