@@ -1,3 +1,4 @@
 //! End-to-end tests of the `capstan` binary: one integration-test binary for the workspace.
 
 mod bench;
+mod cloud;

@@ -1,4 +1,5 @@
 //! The parts of the `capstan` binary that benches and integration tests reuse.
 
 pub mod bench;
+pub mod input;
 pub mod table;

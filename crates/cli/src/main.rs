@@ -1,7 +1,9 @@
 //! `capstan`: a Karpenter-style node provisioner. See `capstan --help`.
 
 use anyhow::Result;
+use capstan_cli::input::{self, InputError};
 use capstan_cli::{bench, table};
+use capstan_fake_cloud::{FakeCloud, FakeCloudConfig};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::process::ExitCode;
@@ -19,6 +21,26 @@ enum Command {
     Bench {
         #[command(subcommand)]
         which: BenchCommand,
+    },
+    /// The fake cloud.
+    Cloud {
+        #[command(subcommand)]
+        which: CloudCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CloudCommand {
+    /// Validates a fake-cloud configuration (YAML or JSON) and prints what it resolves to.
+    Check {
+        /// The fake-cloud configuration block; `-` for standard input.
+        #[arg(long)]
+        config: String,
+        /// Catalog file (default: the built-in AWS us-east-1 catalog).
+        #[arg(long)]
+        catalog: Option<String>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
     },
 }
 
@@ -106,6 +128,52 @@ fn bench_scheduling(
     }
 }
 
+fn cloud_check(config: &str, catalog: Option<&str>, output: Output) -> Result<()> {
+    let text = input::read(config)?;
+    let cfg = FakeCloudConfig::from_yaml(config, &text).map_err(|e| InputError(e.to_string()))?;
+    let catalog = input::catalog(catalog)?;
+    let types = catalog
+        .instance_types
+        .iter()
+        .filter(|t| !t.offerings.is_empty())
+        .count();
+    let cloud = FakeCloud::new(
+        cfg.clone(),
+        catalog,
+        std::sync::Arc::new(capstan_cloud::ManualClock::new()),
+    );
+    let capacity_types = if cfg.spot.enabled { 2 } else { 1 };
+    let summary = serde_json::json!({
+        "seed": cfg.seed,
+        "zones": cloud.zones(),
+        "instance_types": types,
+        "pools": types * cloud.zones().len() * capacity_types,
+        "capacity_per_pool": cfg.capacity.per_pool,
+        "capacity_overrides": cfg.capacity.pools.len(),
+        "spot": cfg.spot.enabled,
+        "spot_price_fraction": [cfg.spot.min_price_fraction, cfg.spot.max_price_fraction],
+        "api_rate_per_second": cfg.api.rate_per_second,
+        "api_burst": cfg.api.burst,
+        "boot_seconds": [cfg.boot.min_seconds, cfg.boot.max_seconds],
+        "launch_failure_rate": cfg.faults.launch_failure_rate,
+        "never_ready_rate": cfg.faults.never_ready_rate,
+        "interruptions": cfg.interruptions.enabled,
+        "interruption_rate_multiplier": cfg.interruptions.rate_multiplier,
+    });
+    match output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&summary)?)),
+        Output::Table => {
+            let rows: Vec<Vec<String>> = summary
+                .as_object()
+                .expect("object")
+                .iter()
+                .map(|(k, v)| vec![k.clone(), v.to_string()])
+                .collect();
+            emit(&table::render(&["SETTING", "VALUE"], &rows))
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -124,12 +192,24 @@ fn main() -> ExitCode {
                 output,
             } => bench_scheduling(&pods, instance_types, seed, runs, output),
         },
+        Command::Cloud {
+            which:
+                CloudCommand::Check {
+                    config,
+                    catalog,
+                    output,
+                },
+        } => cloud_check(&config, catalog.as_deref(), output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
-            ExitCode::from(1)
+            if e.downcast_ref::<InputError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

@@ -1,0 +1,640 @@
+//! A deterministic in-memory cloud behind [`CloudProvider`].
+//!
+//! Everything random is a pure function of the seed and a stable key (the pool, the client
+//! token), never of call order, so the same seed gives the same prices, boot delays, faults and
+//! interruptions however calls interleave. Time comes from the [`Clock`] it is given, so it runs
+//! under a paused tokio runtime.
+//!
+//! - Catalog: any [`Catalog`] (the built-in AWS one by default), offered on-demand at its price
+//!   and spot at a seeded 25–75% of it that drifts slowly, in three zones.
+//! - Finite capacity per pool → [`CloudError::InsufficientCapacity`] naming the offerings.
+//! - A token bucket (`governor`) on create/delete → [`CloudError::Throttled`].
+//! - Boot delay drawn per instance; launch failures and never-ready nodes at configured rates.
+//! - Spot interruptions: each pool has an interruption-frequency band; a spot instance's
+//!   lifetime is drawn from it; the warning comes exactly 120 s before reclamation, a
+//!   rebalance recommendation before some of them.
+//! - Idempotent create: one client token, one instance, also under concurrent calls.
+
+pub mod config;
+pub mod testkit;
+
+pub use testkit::Builder;
+
+pub use config::{ConfigError, FakeCloudConfig};
+
+use capstan_cloud::{
+    Clock, CloudError, CloudProvider, Drift, Instance, InstanceState, InterruptionEvent,
+    LaunchRequest, OfferingKey, RepairPolicy,
+};
+use capstan_model::labels::{self, CAPACITY_ON_DEMAND, CAPACITY_SPOT};
+use capstan_model::{Catalog, InstanceType, NodePool, Offering, Requirements};
+use governor::clock::Clock as GovClock;
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The warning a spot instance gets before it is reclaimed.
+pub const SPOT_WARNING: Duration = Duration::from_secs(120);
+
+/// Interruption-frequency bands (share of instances interrupted per month), as AWS's Spot
+/// Instance Advisor publishes them: <5%, 5–10%, 10–15%, 15–20%, >20%. Mid-points used.
+pub const BANDS: [f64; 5] = [0.025, 0.075, 0.125, 0.175, 0.25];
+const MONTH: f64 = 30.0 * 86_400.0;
+
+/// splitmix64: a stable mixer, so derived values never depend on std's hasher.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn key_hash(seed: u64, parts: &[&str], salt: u64) -> u64 {
+    let mut h = mix(seed ^ 0xC0FF_EE00_D15E_A5E5);
+    for p in parts {
+        for b in p.bytes() {
+            h = mix(h ^ b as u64);
+        }
+        h = mix(h ^ 0xFF);
+    }
+    mix(h ^ salt)
+}
+
+/// A uniform number in [0, 1) fixed by the seed and the key.
+fn unit(seed: u64, parts: &[&str], salt: u64) -> f64 {
+    (key_hash(seed, parts, salt) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Adapts our clock to governor's.
+#[derive(Clone, Debug)]
+struct GovernorClock(Arc<dyn Clock>);
+
+impl GovClock for GovernorClock {
+    type Instant = Duration;
+    fn now(&self) -> Duration {
+        self.0.now()
+    }
+}
+
+type Limiter = RateLimiter<NotKeyed, InMemoryState, GovernorClock, NoOpMiddleware<Duration>>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Scheduled {
+    Rebalance,
+    Warning,
+    Reclaim,
+    Ready,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    instances: BTreeMap<String, Instance>,
+    /// Image generation each instance was launched with (for drift).
+    images: HashMap<String, u64>,
+    by_token: HashMap<String, String>,
+    failed_attempts: HashMap<String, u64>,
+    used: HashMap<OfferingKey, u32>,
+    /// Future events: (time, sequence) → (what, provider id).
+    timeline: BTreeMap<(Duration, u64), (Scheduled, String)>,
+    seq: u64,
+    pending_events: Vec<InterruptionEvent>,
+    image: u64,
+    /// Per-pool capacity where it differs from `capacity.perPool`.
+    capacity: HashMap<OfferingKey, u32>,
+}
+
+/// The fake cloud. Cheap to clone; clones share state.
+#[derive(Clone)]
+pub struct FakeCloud {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: FakeCloudConfig,
+    catalog: Catalog,
+    zones: Vec<String>,
+    /// On-demand price per type name (types without a price are not offered).
+    od_price: HashMap<String, f64>,
+    clock: Arc<dyn Clock>,
+    limiter: Limiter,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for FakeCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeCloud")
+            .field("seed", &self.inner.config.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeCloud {
+    pub fn new(config: FakeCloudConfig, catalog: Catalog, clock: Arc<dyn Clock>) -> FakeCloud {
+        let zones = if config.zones.is_empty() {
+            ["a", "b", "c"]
+                .iter()
+                .map(|z| format!("{}{z}", catalog.region))
+                .collect()
+        } else {
+            config.zones.clone()
+        };
+        let od_price = catalog
+            .instance_types
+            .iter()
+            .filter_map(|t| {
+                t.offerings
+                    .iter()
+                    .filter(|o| o.capacity_type == CAPACITY_ON_DEMAND)
+                    .map(|o| o.price)
+                    .min_by(f64::total_cmp)
+                    .map(|p| (t.name.clone(), p))
+            })
+            .collect();
+        let capacity = config
+            .capacity
+            .pools
+            .iter()
+            .map(|p| {
+                (
+                    OfferingKey {
+                        instance_type: p.instance_type.clone(),
+                        zone: p.zone.clone(),
+                        capacity_type: p.capacity_type.clone(),
+                    },
+                    p.capacity,
+                )
+            })
+            .collect();
+        let quota = Quota::per_second(
+            NonZeroU32::new(config.api.rate_per_second.max(1)).expect("at least 1"),
+        )
+        .allow_burst(NonZeroU32::new(config.api.burst.max(1)).expect("at least 1"));
+        let limiter = RateLimiter::direct_with_clock(quota, GovernorClock(clock.clone()));
+        FakeCloud {
+            inner: Arc::new(Inner {
+                config,
+                catalog,
+                zones,
+                od_price,
+                clock,
+                limiter,
+                state: Mutex::new(State {
+                    capacity,
+                    ..State::default()
+                }),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &FakeCloudConfig {
+        &self.inner.config
+    }
+
+    pub fn zones(&self) -> &[String] {
+        &self.inner.zones
+    }
+
+    fn seed(&self) -> u64 {
+        self.inner.config.seed
+    }
+
+    /// The pool's interruption band (index into [`BANDS`]).
+    pub fn interruption_band(&self, instance_type: &str, zone: &str) -> usize {
+        (key_hash(self.seed(), &[instance_type, zone], 1) % BANDS.len() as u64) as usize
+    }
+
+    /// Spot price of a pool at clock time `at`: a seeded fraction of on-demand that swings
+    /// slowly over the day, kept within the configured band.
+    pub fn spot_price(&self, instance_type: &str, zone: &str, at: Duration) -> Option<f64> {
+        let od = *self.inner.od_price.get(instance_type)?;
+        let s = &self.inner.config.spot;
+        let base = s.min_price_fraction
+            + unit(self.seed(), &[instance_type, zone], 2)
+                * (s.max_price_fraction - s.min_price_fraction);
+        let phase = unit(self.seed(), &[instance_type, zone], 3) * std::f64::consts::TAU;
+        let swing =
+            s.daily_swing * (at.as_secs_f64() / 86_400.0 * std::f64::consts::TAU + phase).sin();
+        let frac = (base + swing).clamp(s.min_price_fraction, s.max_price_fraction);
+        Some(od * frac)
+    }
+
+    fn price(&self, key: &OfferingKey, at: Duration) -> Option<f64> {
+        if key.capacity_type == CAPACITY_SPOT {
+            if !self.inner.config.spot.enabled {
+                return None;
+            }
+            self.spot_price(&key.instance_type, &key.zone, at)
+        } else {
+            self.inner.od_price.get(&key.instance_type).copied()
+        }
+    }
+
+    fn pool_capacity(&self, st: &State, key: &OfferingKey) -> u32 {
+        st.capacity
+            .get(key)
+            .copied()
+            .unwrap_or(self.inner.config.capacity.per_pool)
+    }
+
+    /// Sets one pool's capacity (0 makes it answer InsufficientCapacity).
+    pub fn set_capacity(&self, key: OfferingKey, capacity: u32) {
+        self.inner
+            .state
+            .lock()
+            .expect("fake cloud state")
+            .capacity
+            .insert(key, capacity);
+    }
+
+    /// A new machine image: instances launched before are drifted.
+    pub fn roll_image(&self) {
+        self.inner.state.lock().expect("fake cloud state").image += 1;
+    }
+
+    /// Interrupts a spot instance now: warning now, reclamation in exactly 120 s.
+    pub fn interrupt(&self, provider_id: &str) -> Result<(), CloudError> {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        match st.instances.get(provider_id) {
+            Some(i) if i.state != InstanceState::Terminated => {}
+            _ => {
+                return Err(CloudError::NotFound {
+                    provider_id: provider_id.to_string(),
+                });
+            }
+        }
+        st.timeline.retain(|_, (what, id)| {
+            !(id == provider_id
+                && matches!(
+                    what,
+                    Scheduled::Warning | Scheduled::Reclaim | Scheduled::Rebalance
+                ))
+        });
+        schedule(&mut st, now, Scheduled::Warning, provider_id);
+        schedule(&mut st, now + SPOT_WARNING, Scheduled::Reclaim, provider_id);
+        self.advance(&mut st, now);
+        Ok(())
+    }
+
+    /// Applies every scheduled event up to `now`.
+    fn advance(&self, st: &mut State, now: Duration) {
+        while let Some((&(at, seq), _)) = st.timeline.iter().next() {
+            if at > now {
+                break;
+            }
+            let (what, id) = st.timeline.remove(&(at, seq)).expect("present");
+            let live = st
+                .instances
+                .get(&id)
+                .is_some_and(|i| i.state != InstanceState::Terminated);
+            if !live {
+                continue;
+            }
+            match what {
+                Scheduled::Ready => {
+                    if let Some(i) = st.instances.get_mut(&id) {
+                        i.state = InstanceState::Running;
+                    }
+                }
+                Scheduled::Rebalance => {
+                    st.pending_events
+                        .push(InterruptionEvent::RebalanceRecommendation {
+                            provider_id: id,
+                            at,
+                        })
+                }
+                Scheduled::Warning => {
+                    st.pending_events
+                        .push(InterruptionEvent::SpotInterruptionWarning {
+                            provider_id: id,
+                            at,
+                            reclaim_at: at + SPOT_WARNING,
+                        })
+                }
+                Scheduled::Reclaim => {
+                    terminate(st, &id);
+                    st.pending_events.push(InterruptionEvent::StateChange {
+                        provider_id: id,
+                        at,
+                        state: InstanceState::Terminated,
+                    });
+                }
+            }
+        }
+    }
+
+    fn throttle(&self) -> Result<(), CloudError> {
+        self.inner
+            .limiter
+            .check()
+            .map_err(|not_until| CloudError::Throttled {
+                retry_after: not_until.wait_time_from(self.inner.clock.now()),
+            })
+    }
+
+    fn create_now(&self, req: &LaunchRequest) -> Result<Instance, CloudError> {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        if let Some(id) = st.by_token.get(&req.client_token) {
+            return Ok(st.instances[id].clone());
+        }
+        self.throttle()?;
+        if req.instance_types.is_empty() {
+            return Err(CloudError::Invalid {
+                message: format!("nodeclaim {}: no instance types to launch", req.claim_name),
+            });
+        }
+        let seed = self.seed();
+        let attempt = st
+            .failed_attempts
+            .get(&req.client_token)
+            .copied()
+            .unwrap_or(0);
+        if unit(seed, &[&req.client_token], 100 + attempt)
+            < self.inner.config.faults.launch_failure_rate
+        {
+            *st.failed_attempts
+                .entry(req.client_token.clone())
+                .or_insert(0) += 1;
+            return Err(CloudError::Transient {
+                message: format!(
+                    "nodeclaim {}: launch failed (injected fault)",
+                    req.claim_name
+                ),
+            });
+        }
+        // Every allowed offering, cheapest first (spot before on-demand at equal price).
+        let mut candidates: Vec<(f64, usize, OfferingKey)> = Vec::new();
+        for (rank, t) in req.instance_types.iter().enumerate() {
+            for zone in &self.inner.zones {
+                for ct in [CAPACITY_SPOT, CAPACITY_ON_DEMAND] {
+                    if !req.requirements.allows(labels::ZONE, zone)
+                        || !req.requirements.allows(labels::CAPACITY_TYPE, ct)
+                    {
+                        continue;
+                    }
+                    let key = OfferingKey {
+                        instance_type: t.clone(),
+                        zone: zone.clone(),
+                        capacity_type: ct.to_string(),
+                    };
+                    if let Some(p) = self.price(&key, now) {
+                        candidates.push((p, rank, key));
+                    }
+                }
+            }
+        }
+        if candidates.is_empty() {
+            return Err(CloudError::Invalid {
+                message: format!(
+                    "nodeclaim {}: no offering of [{}] matches its requirements",
+                    req.claim_name,
+                    req.instance_types.join(", ")
+                ),
+            });
+        }
+        candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let chosen = candidates
+            .iter()
+            .find(|(_, _, k)| st.used.get(k).copied().unwrap_or(0) < self.pool_capacity(&st, k));
+        let Some((price, _, key)) = chosen.cloned() else {
+            return Err(CloudError::InsufficientCapacity {
+                offerings: candidates.into_iter().map(|(_, _, k)| k).collect(),
+            });
+        };
+        *st.used.entry(key.clone()).or_insert(0) += 1;
+
+        let id = format!("i-{:016x}", key_hash(seed, &[&req.client_token], 0));
+        let provider_id = format!("fake:///{}/{id}", key.zone);
+        let boot = &self.inner.config.boot;
+        let delay = boot.min_seconds
+            + unit(seed, &[&req.client_token], 10) * (boot.max_seconds - boot.min_seconds);
+        let never_ready =
+            unit(seed, &[&req.client_token], 11) < self.inner.config.faults.never_ready_rate;
+        let ready_at = now + Duration::from_secs_f64(delay);
+        let mut node_labels = req.labels.clone();
+        if let Some(t) = self.inner.catalog.get(&key.instance_type) {
+            node_labels.extend(t.labels.clone());
+        }
+        node_labels.insert(labels::INSTANCE_TYPE.into(), key.instance_type.clone());
+        node_labels.insert(labels::ZONE.into(), key.zone.clone());
+        node_labels.insert(labels::CAPACITY_TYPE.into(), key.capacity_type.clone());
+        node_labels.insert(labels::NODEPOOL.into(), req.nodepool.clone());
+        let instance = Instance {
+            provider_id: provider_id.clone(),
+            claim_name: req.claim_name.clone(),
+            nodepool: req.nodepool.clone(),
+            client_token: req.client_token.clone(),
+            instance_type: key.instance_type.clone(),
+            zone: key.zone.clone(),
+            capacity_type: key.capacity_type.clone(),
+            price,
+            labels: node_labels,
+            state: InstanceState::Pending,
+            launched_at: now,
+            ready_at: (!never_ready).then_some(ready_at),
+        };
+        st.instances.insert(provider_id.clone(), instance.clone());
+        let image = st.image;
+        st.images.insert(provider_id.clone(), image);
+        st.by_token
+            .insert(req.client_token.clone(), provider_id.clone());
+        schedule(&mut st, ready_at, Scheduled::Ready, &provider_id);
+        let ic = &self.inner.config.interruptions;
+        if key.capacity_type == CAPACITY_SPOT && ic.enabled && ic.rate_multiplier > 0.0 {
+            let band = BANDS[self.interruption_band(&key.instance_type, &key.zone)];
+            let rate = band / MONTH * ic.rate_multiplier;
+            let u = unit(seed, &[&req.client_token], 20);
+            let lifetime = -(1.0 - u).ln() / rate;
+            let warning = now + Duration::from_secs_f64(lifetime.min(1e9));
+            schedule(&mut st, warning, Scheduled::Warning, &provider_id);
+            schedule(
+                &mut st,
+                warning + SPOT_WARNING,
+                Scheduled::Reclaim,
+                &provider_id,
+            );
+            if unit(seed, &[&req.client_token], 21) < ic.rebalance_fraction {
+                let lead = unit(seed, &[&req.client_token], 22) * ic.rebalance_lead_seconds;
+                let at = warning
+                    .saturating_sub(Duration::from_secs_f64(lead))
+                    .max(now);
+                schedule(&mut st, at, Scheduled::Rebalance, &provider_id);
+            }
+        }
+        Ok(instance)
+    }
+
+    fn delete_now(&self, provider_id: &str) -> Result<(), CloudError> {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        let Some(i) = st.instances.get(provider_id) else {
+            return Err(CloudError::NotFound {
+                provider_id: provider_id.to_string(),
+            });
+        };
+        if i.state == InstanceState::Terminated {
+            return Ok(());
+        }
+        self.throttle()?;
+        terminate(&mut st, provider_id);
+        st.timeline.retain(|_, (_, id)| id != provider_id);
+        Ok(())
+    }
+
+    /// Instance types with offerings as they stand now (spot prices drift; a pool at capacity
+    /// is unavailable).
+    fn offered_types(&self, nodepool: Option<&NodePool>) -> Vec<InstanceType> {
+        let now = self.inner.clock.now();
+        let st = self.inner.state.lock().expect("fake cloud state");
+        let reqs = nodepool.map(|p| &p.requirements);
+        self.inner
+            .catalog
+            .instance_types
+            .iter()
+            .filter(|t| self.inner.od_price.contains_key(&t.name))
+            .filter(|t| reqs.is_none_or(|r| labels_allowed(r, &t.labels)))
+            .map(|t| {
+                let mut t = t.clone();
+                t.offerings = self
+                    .inner
+                    .zones
+                    .iter()
+                    .flat_map(|z| [CAPACITY_ON_DEMAND, CAPACITY_SPOT].map(|ct| (z.clone(), ct)))
+                    .filter_map(|(zone, ct)| {
+                        let key = OfferingKey {
+                            instance_type: t.name.clone(),
+                            zone: zone.clone(),
+                            capacity_type: ct.to_string(),
+                        };
+                        let price = self.price(&key, now)?;
+                        let available =
+                            st.used.get(&key).copied().unwrap_or(0) < self.pool_capacity(&st, &key);
+                        Some(Offering {
+                            zone,
+                            capacity_type: ct.to_string(),
+                            price,
+                            available,
+                        })
+                    })
+                    .collect();
+                t
+            })
+            .collect()
+    }
+}
+
+fn labels_allowed(reqs: &Requirements, l: &BTreeMap<String, String>) -> bool {
+    reqs.iter().all(|r| l.get(&r.key).is_none_or(|v| r.has(v)))
+}
+
+fn schedule(st: &mut State, at: Duration, what: Scheduled, id: &str) {
+    st.seq += 1;
+    let seq = st.seq;
+    st.timeline.insert((at, seq), (what, id.to_string()));
+}
+
+fn terminate(st: &mut State, id: &str) {
+    if let Some(i) = st.instances.get_mut(id) {
+        i.state = InstanceState::Terminated;
+        let key = OfferingKey {
+            instance_type: i.instance_type.clone(),
+            zone: i.zone.clone(),
+            capacity_type: i.capacity_type.clone(),
+        };
+        if let Some(u) = st.used.get_mut(&key) {
+            *u = u.saturating_sub(1);
+        }
+    }
+}
+
+impl CloudProvider for FakeCloud {
+    async fn create(&self, request: &LaunchRequest) -> Result<Instance, CloudError> {
+        self.create_now(request)
+    }
+
+    async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
+        self.delete_now(provider_id)
+    }
+
+    async fn get(&self, provider_id: &str) -> Result<Instance, CloudError> {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        st.instances
+            .get(provider_id)
+            .cloned()
+            .ok_or_else(|| CloudError::NotFound {
+                provider_id: provider_id.to_string(),
+            })
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, CloudError> {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        Ok(st
+            .instances
+            .values()
+            .filter(|i| i.state != InstanceState::Terminated)
+            .cloned()
+            .collect())
+    }
+
+    async fn instance_types(&self, nodepool: &NodePool) -> Result<Vec<InstanceType>, CloudError> {
+        Ok(self.offered_types(Some(nodepool)))
+    }
+
+    async fn is_drifted(&self, instance: &Instance) -> Result<Option<Drift>, CloudError> {
+        let st = self.inner.state.lock().expect("fake cloud state");
+        let launched = st
+            .images
+            .get(&instance.provider_id)
+            .copied()
+            .ok_or_else(|| CloudError::NotFound {
+                provider_id: instance.provider_id.clone(),
+            })?;
+        if launched != st.image {
+            return Ok(Some(Drift {
+                reason: format!(
+                    "image generation {launched} is not the current {}",
+                    st.image
+                ),
+            }));
+        }
+        if !self.inner.zones.contains(&instance.zone) {
+            return Ok(Some(Drift {
+                reason: format!("zone {} is no longer offered", instance.zone),
+            }));
+        }
+        Ok(None)
+    }
+
+    fn repair_policies(&self) -> Vec<RepairPolicy> {
+        ["False", "Unknown"]
+            .into_iter()
+            .map(|status| RepairPolicy {
+                condition_type: "Ready".into(),
+                condition_status: status.into(),
+                toleration: Duration::from_secs(30 * 60),
+            })
+            .collect()
+    }
+
+    async fn interruptions(&self) -> Result<Vec<InterruptionEvent>, CloudError> {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        Ok(std::mem::take(&mut st.pending_events))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,406 @@
+//! Behaviour of the fake cloud.
+
+use super::*;
+use crate::testkit::{Builder, cloud, request, with_capacity_type};
+use capstan_cloud::ManualClock;
+
+fn key(t: &str, z: &str, ct: &str) -> OfferingKey {
+    OfferingKey {
+        instance_type: t.into(),
+        zone: z.into(),
+        capacity_type: ct.into(),
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn on_demand_launches_at_the_catalog_price_with_node_labels() {
+    let (c, _) = cloud(1);
+    let i = block_on(c.create(&with_capacity_type(
+        request("a", &["m7i.large"]),
+        "on-demand",
+    )))
+    .unwrap();
+    assert_eq!(i.instance_type, "m7i.large");
+    assert_eq!(i.capacity_type, "on-demand");
+    assert_eq!(i.price, 0.1008);
+    assert_eq!(i.labels[labels::INSTANCE_FAMILY], "m7i");
+    assert_eq!(i.labels[labels::ZONE], i.zone);
+    assert!(i.provider_id.starts_with("fake:///us-east-1"));
+}
+
+#[test]
+fn spot_prices_sit_between_a_quarter_and_three_quarters_of_on_demand() {
+    let (c, _) = cloud(1);
+    for t in testkit::SMALL {
+        for z in c.zones().to_vec() {
+            for h in [0u64, 6, 12, 18, 30] {
+                let p = c.spot_price(t, &z, Duration::from_secs(h * 3600)).unwrap();
+                let od = c.inner.od_price[t];
+                assert!(
+                    p >= 0.25 * od - 1e-12 && p <= 0.75 * od + 1e-12,
+                    "{t} {z} {p} vs {od}"
+                );
+            }
+        }
+    }
+    let i = block_on(c.create(&request("s", &["m7i.large"]))).unwrap();
+    assert_eq!(
+        i.capacity_type, "spot",
+        "spot is cheaper, so it is chosen when allowed"
+    );
+}
+
+#[test]
+fn spot_prices_drift_slowly() {
+    let (c, _) = cloud(3);
+    let p0 = c
+        .spot_price("m7i.large", "us-east-1a", Duration::ZERO)
+        .unwrap();
+    let p1 = c
+        .spot_price("m7i.large", "us-east-1a", Duration::from_secs(60))
+        .unwrap();
+    let p6 = c
+        .spot_price("m7i.large", "us-east-1a", Duration::from_secs(6 * 3600))
+        .unwrap();
+    assert!(
+        (p1 - p0).abs() < 0.001 * p0,
+        "a minute moves the price by under 0.1%"
+    );
+    assert_ne!(p0, p6, "six hours move it");
+}
+
+#[test]
+fn an_exhausted_pool_returns_insufficient_capacity_naming_the_offering() {
+    let (c, _) = cloud(1);
+    let only = |name: &str| {
+        let mut r = with_capacity_type(request(name, &["m7i.large"]), "on-demand");
+        r.requirements.add(capstan_model::Requirement::in_values(
+            labels::ZONE,
+            ["us-east-1a"],
+        ));
+        r
+    };
+    c.set_capacity(key("m7i.large", "us-east-1a", "on-demand"), 2);
+    block_on(c.create(&only("a"))).unwrap();
+    block_on(c.create(&only("b"))).unwrap();
+    let err = block_on(c.create(&only("c"))).unwrap_err();
+    assert_eq!(
+        err,
+        CloudError::InsufficientCapacity {
+            offerings: vec![key("m7i.large", "us-east-1a", "on-demand")]
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "insufficient capacity in m7i.large/us-east-1a/on-demand"
+    );
+    // Capacity comes back when an instance goes.
+    let first = block_on(c.list()).unwrap()[0].provider_id.clone();
+    block_on(c.delete(&first)).unwrap();
+    assert!(block_on(c.create(&only("c"))).is_ok());
+}
+
+#[test]
+fn an_exhausted_pool_falls_through_to_the_next_offering() {
+    let (c, _) = cloud(1);
+    for z in c.zones().to_vec() {
+        c.set_capacity(key("m7i.large", &z, "on-demand"), 0);
+    }
+    let i = block_on(c.create(&with_capacity_type(
+        request("a", &["m7i.large", "m7i.xlarge"]),
+        "on-demand",
+    )))
+    .unwrap();
+    assert_eq!(i.instance_type, "m7i.xlarge");
+}
+
+#[test]
+fn offerings_at_capacity_are_reported_unavailable() {
+    let (c, _) = cloud(1);
+    c.set_capacity(key("m7i.large", "us-east-1b", "spot"), 0);
+    let types = block_on(c.instance_types(&NodePool::default_pool())).unwrap();
+    let t = types.iter().find(|t| t.name == "m7i.large").unwrap();
+    let o = t
+        .offerings
+        .iter()
+        .find(|o| o.zone == "us-east-1b" && o.capacity_type == "spot")
+        .unwrap();
+    assert!(!o.available);
+    assert!(t.offerings.iter().filter(|o| o.available).count() == 5);
+    assert!(
+        types.iter().all(|t| t.labels[labels::ARCH] == "amd64"),
+        "the pool's arch requirement filters m7g"
+    );
+}
+
+#[test]
+fn throttling_starts_above_the_configured_rate_and_recovers() {
+    let clock = ManualClock::new();
+    let mut cfg = FakeCloudConfig::default();
+    cfg.api.rate_per_second = 2;
+    cfg.api.burst = 3;
+    let c = Builder::new()
+        .config(cfg)
+        .clock(Arc::new(clock.clone()))
+        .build();
+    for i in 0..3 {
+        block_on(c.create(&request(&format!("ok-{i}"), &["m7i.large"]))).unwrap();
+    }
+    let err = block_on(c.create(&request("over", &["m7i.large"]))).unwrap_err();
+    let CloudError::Throttled { retry_after } = err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        retry_after > Duration::ZERO && retry_after <= Duration::from_millis(500),
+        "{retry_after:?}"
+    );
+    clock.advance(retry_after);
+    block_on(c.create(&request("over", &["m7i.large"]))).unwrap();
+    assert!(
+        block_on(c.create(&request("again", &["m7i.large"]))).is_err(),
+        "the bucket is empty again"
+    );
+    clock.advance(Duration::from_secs(10));
+    for i in 0..3 {
+        block_on(c.create(&request(&format!("later-{i}"), &["m7i.large"]))).unwrap();
+    }
+}
+
+#[test]
+fn the_interruption_warning_precedes_reclamation_by_exactly_two_minutes() {
+    let clock = ManualClock::new();
+    let mut cfg = FakeCloudConfig::default();
+    cfg.interruptions.rate_multiplier = 2000.0; // a storm: lifetimes of minutes to hours
+    cfg.interruptions.rebalance_fraction = 1.0;
+    let c = Builder::new()
+        .config(cfg)
+        .clock(Arc::new(clock.clone()))
+        .build();
+    let i = block_on(c.create(&request("s", &["m7i.large"]))).unwrap();
+    assert_eq!(i.capacity_type, "spot");
+    let mut warning = None;
+    let mut reclaimed = None;
+    let mut rebalance = None;
+    for _ in 0..(30 * 24 * 60) {
+        clock.advance(Duration::from_secs(1));
+        for e in block_on(c.interruptions()).unwrap() {
+            match e {
+                InterruptionEvent::SpotInterruptionWarning { at, reclaim_at, .. } => {
+                    assert_eq!(reclaim_at, at + SPOT_WARNING);
+                    assert_eq!(
+                        block_on(c.get(&i.provider_id)).unwrap().state,
+                        InstanceState::Running,
+                        "still running at the warning"
+                    );
+                    warning = Some(at);
+                }
+                InterruptionEvent::StateChange { at, state, .. } => {
+                    assert_eq!(state, InstanceState::Terminated);
+                    reclaimed = Some(at);
+                }
+                InterruptionEvent::RebalanceRecommendation { at, .. } => rebalance = Some(at),
+                other => panic!("{other:?}"),
+            }
+        }
+        if reclaimed.is_some() {
+            break;
+        }
+    }
+    let (w, r) = (
+        warning.expect("a warning"),
+        reclaimed.expect("a reclamation"),
+    );
+    assert_eq!(r - w, Duration::from_secs(120));
+    assert!(rebalance.expect("a rebalance recommendation") <= w);
+    assert!(
+        block_on(c.list()).unwrap().is_empty(),
+        "the instance is gone"
+    );
+}
+
+#[test]
+fn an_interruption_can_be_injected() {
+    let (c, clock) = cloud(1);
+    let i = block_on(c.create(&request("s", &["m7i.large"]))).unwrap();
+    clock.advance(Duration::from_secs(10));
+    c.interrupt(&i.provider_id).unwrap();
+    let ev = block_on(c.interruptions()).unwrap();
+    assert!(
+        matches!(ev[..], [InterruptionEvent::SpotInterruptionWarning { at, reclaim_at, .. }] if at == Duration::from_secs(10) && reclaim_at == Duration::from_secs(130))
+    );
+    clock.advance(Duration::from_secs(119));
+    assert_eq!(block_on(c.list()).unwrap().len(), 1);
+    clock.advance(Duration::from_secs(1));
+    assert!(block_on(c.list()).unwrap().is_empty());
+}
+
+#[test]
+fn repeated_creates_with_one_token_launch_once() {
+    let (c, _) = cloud(1);
+    let a = block_on(c.create(&request("same", &["m7i.large"]))).unwrap();
+    let b = block_on(c.create(&request("same", &["m7i.xlarge"]))).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(block_on(c.list()).unwrap().len(), 1);
+}
+
+#[test]
+fn concurrent_creates_with_one_token_launch_once() {
+    let (c, _) = cloud(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let ids: Vec<String> = rt.block_on(async {
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    c.create(&request("race", &["m7i.large"]))
+                        .await
+                        .map(|i| i.provider_id)
+                })
+            })
+            .collect();
+        let mut ids = Vec::new();
+        for t in tasks {
+            ids.push(t.await.unwrap().unwrap());
+        }
+        ids
+    });
+    assert!(ids.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!(block_on(c.list()).unwrap().len(), 1);
+}
+
+#[test]
+fn boot_delays_fall_in_the_configured_range_and_nodes_become_ready() {
+    let (c, clock) = cloud(5);
+    let i = block_on(c.create(&request("b", &["m7i.large"]))).unwrap();
+    let ready = i.ready_at.unwrap();
+    assert!(
+        ready >= Duration::from_secs(30) && ready <= Duration::from_secs(90),
+        "{ready:?}"
+    );
+    assert_eq!(i.state, InstanceState::Pending);
+    clock.set(ready);
+    assert_eq!(
+        block_on(c.get(&i.provider_id)).unwrap().state,
+        InstanceState::Running
+    );
+}
+
+#[test]
+fn faults_fail_launches_and_keep_nodes_from_ever_being_ready() {
+    let mut cfg = FakeCloudConfig::default();
+    cfg.faults.launch_failure_rate = 0.5;
+    cfg.faults.never_ready_rate = 0.5;
+    cfg.api.burst = 10_000;
+    let c = Builder::new().config(cfg).build();
+    let mut failures = 0;
+    let mut never_ready = 0;
+    for n in 0..200 {
+        let r = request(&format!("f{n}"), &["m7i.large"]);
+        let mut tries = 0;
+        let i = loop {
+            tries += 1;
+            match block_on(c.create(&r)) {
+                Ok(i) => break i,
+                Err(CloudError::Transient { .. }) => failures += 1,
+                Err(e) => panic!("{e:?}"),
+            }
+            assert!(tries < 50, "a retry eventually succeeds");
+        };
+        never_ready += usize::from(i.ready_at.is_none());
+    }
+    assert!((60..=140).contains(&never_ready), "{never_ready}");
+    assert!((100..=300).contains(&failures), "{failures}");
+}
+
+#[test]
+fn deleting_twice_succeeds_and_deleting_the_unknown_is_not_found() {
+    let (c, _) = cloud(1);
+    let i = block_on(c.create(&request("d", &["m7i.large"]))).unwrap();
+    block_on(c.delete(&i.provider_id)).unwrap();
+    block_on(c.delete(&i.provider_id)).unwrap();
+    assert_eq!(
+        block_on(c.get(&i.provider_id)).unwrap().state,
+        InstanceState::Terminated
+    );
+    assert!(matches!(
+        block_on(c.delete("fake:///x/i-0")),
+        Err(CloudError::NotFound { .. })
+    ));
+}
+
+#[test]
+fn a_new_image_drifts_older_instances() {
+    let (c, _) = cloud(1);
+    let old = block_on(c.create(&request("old", &["m7i.large"]))).unwrap();
+    assert_eq!(block_on(c.is_drifted(&old)).unwrap(), None);
+    c.roll_image();
+    let new = block_on(c.create(&request("new", &["m7i.large"]))).unwrap();
+    assert!(block_on(c.is_drifted(&old)).unwrap().is_some());
+    assert_eq!(block_on(c.is_drifted(&new)).unwrap(), None);
+}
+
+#[test]
+fn requests_that_can_never_launch_are_invalid() {
+    let (c, _) = cloud(1);
+    assert!(matches!(
+        block_on(c.create(&request("x", &[]))),
+        Err(CloudError::Invalid { .. })
+    ));
+    assert!(matches!(
+        block_on(c.create(&request("y", &["no-such.type"]))),
+        Err(CloudError::Invalid { .. })
+    ));
+}
+
+/// Everything seeded about one run: prices, boot delays, interruption times.
+fn fingerprint(seed: u64) -> Vec<String> {
+    let clock = ManualClock::new();
+    let mut cfg = FakeCloudConfig {
+        seed,
+        ..Default::default()
+    };
+    cfg.interruptions.rate_multiplier = 500.0;
+    let c = Builder::new()
+        .config(cfg)
+        .clock(Arc::new(clock.clone()))
+        .build();
+    let mut out = Vec::new();
+    for n in 0..20 {
+        let i =
+            block_on(c.create(&request(&format!("n{n}"), &["m7i.large", "c7i.large"]))).unwrap();
+        out.push(format!(
+            "{} {} {:.6} {:?}",
+            i.provider_id, i.instance_type, i.price, i.ready_at
+        ));
+    }
+    for _ in 0..(48 * 60) {
+        clock.advance(Duration::from_secs(60));
+        for e in block_on(c.interruptions()).unwrap() {
+            out.push(format!("{e:?}"));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_same_seed_gives_the_same_cloud_and_another_seed_another() {
+    let a = fingerprint(11);
+    assert_eq!(a, fingerprint(11));
+    assert!(
+        a.iter().any(|l| l.contains("SpotInterruptionWarning")),
+        "the storm interrupts something"
+    );
+    assert_ne!(a, fingerprint(12));
+}
