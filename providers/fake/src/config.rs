@@ -82,6 +82,10 @@ pub struct InterruptionConfig {
     pub rebalance_fraction: f64,
     /// How long before the interruption warning the recommendation comes, at most.
     pub rebalance_lead_seconds: f64,
+    /// Share of instances (any capacity type) that get a scheduled retirement per month.
+    pub maintenance_per_month: f64,
+    /// Notice a scheduled retirement gives, in seconds.
+    pub maintenance_notice_seconds: f64,
 }
 
 impl Default for SpotConfig {
@@ -138,6 +142,8 @@ impl Default for InterruptionConfig {
             rate_multiplier: 1.0,
             rebalance_fraction: 0.5,
             rebalance_lead_seconds: 600.0,
+            maintenance_per_month: 0.0,
+            maintenance_notice_seconds: 14.0 * 86_400.0,
         }
     }
 }
@@ -218,6 +224,12 @@ impl FakeCloudConfig {
                 "interruptions.rebalanceLeadSeconds",
                 "must be zero or more".into(),
             );
+        }
+        if self.interruptions.maintenance_per_month.is_nan() || self.interruptions.maintenance_per_month < 0.0 {
+            return err("interruptions.maintenancePerMonth", "must be zero or more".into());
+        }
+        if self.interruptions.maintenance_notice_seconds.is_nan() || self.interruptions.maintenance_notice_seconds < 0.0 {
+            return err("interruptions.maintenanceNoticeSeconds", "must be zero or more".into());
         }
         if self.api.rate_per_second == 0 {
             return err("api.ratePerSecond", "must be at least 1".into());

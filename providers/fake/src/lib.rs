@@ -88,6 +88,9 @@ enum Scheduled {
     Warning,
     Reclaim,
     Ready,
+    /// Notice of a scheduled retirement (the time it happens is `Retire`'s).
+    MaintenanceNotice(Duration),
+    Retire,
 }
 
 #[derive(Debug, Default)]
@@ -281,6 +284,23 @@ impl FakeCloud {
         Ok(())
     }
 
+    /// Schedules a retirement of the instance at `when`: a ScheduledMaintenance event now, then
+    /// the instance shuts down and terminates at `when`.
+    pub fn schedule_maintenance(&self, provider_id: &str, when: Duration) -> Result<(), CloudError> {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        if !st.instances.get(provider_id).is_some_and(|i| i.state != InstanceState::Terminated) {
+            return Err(CloudError::NotFound {
+                provider_id: provider_id.to_string(),
+            });
+        }
+        schedule(&mut st, now, Scheduled::MaintenanceNotice(when.max(now)), provider_id);
+        schedule(&mut st, when.max(now), Scheduled::Retire, provider_id);
+        self.advance(&mut st, now);
+        Ok(())
+    }
+
     /// Applies every scheduled event up to `now`.
     fn advance(&self, st: &mut State, now: Duration) {
         while let Some((&(at, seq), _)) = st.timeline.iter().next() {
@@ -315,6 +335,24 @@ impl FakeCloud {
                             at,
                             reclaim_at: at + SPOT_WARNING,
                         })
+                }
+                Scheduled::MaintenanceNotice(when) => st.pending_events.push(InterruptionEvent::ScheduledMaintenance {
+                    provider_id: id,
+                    at,
+                    when,
+                }),
+                Scheduled::Retire => {
+                    st.pending_events.push(InterruptionEvent::StateChange {
+                        provider_id: id.clone(),
+                        at,
+                        state: InstanceState::ShuttingDown,
+                    });
+                    terminate(st, &id);
+                    st.pending_events.push(InterruptionEvent::StateChange {
+                        provider_id: id,
+                        at,
+                        state: InstanceState::Terminated,
+                    });
                 }
                 Scheduled::Reclaim => {
                     terminate(st, &id);
@@ -467,6 +505,14 @@ impl FakeCloud {
                     .max(now);
                 schedule(&mut st, at, Scheduled::Rebalance, &provider_id);
             }
+        }
+        if ic.maintenance_per_month > 0.0 {
+            let rate = ic.maintenance_per_month / MONTH;
+            let u = unit(seed, &[&req.client_token], 30);
+            let retire = now + Duration::from_secs_f64((-(1.0 - u).ln() / rate).min(1e9));
+            let notice = retire.saturating_sub(Duration::from_secs_f64(ic.maintenance_notice_seconds)).max(now);
+            schedule(&mut st, notice, Scheduled::MaintenanceNotice(retire), &provider_id);
+            schedule(&mut st, retire, Scheduled::Retire, &provider_id);
         }
         Ok(instance)
     }
