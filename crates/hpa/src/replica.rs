@@ -1,0 +1,495 @@
+//! Replica proposals per metric: upstream's `computeReplicasForMetrics` and
+//! `replica_calculator.go`.
+
+use crate::{Conditions, MetricResult, Phase, PodInfo, Tick, milli_string};
+use k8s_openapi::api::autoscaling::v2::{MetricSpec, MetricTarget};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The per-direction tolerance (spec.behavior tolerances win over the controller's).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tolerances {
+    pub up: f64,
+    pub down: f64,
+}
+
+impl Tolerances {
+    pub fn of(tick: &Tick) -> Tolerances {
+        let q = |r: Option<&k8s_openapi::api::autoscaling::v2::HPAScalingRules>| {
+            r.and_then(|r| r.tolerance.as_ref())
+                .and_then(|t| capstan_model::Quantity::parse(&t.0).ok())
+                .map(|q| q.milli_ceil() as f64 / 1000.0)
+        };
+        let b = tick.spec.behavior.as_ref();
+        Tolerances {
+            up: q(b.and_then(|b| b.scale_up.as_ref())).unwrap_or(tick.controller.tolerance_up),
+            down: q(b.and_then(|b| b.scale_down.as_ref())).unwrap_or(tick.controller.tolerance_down),
+        }
+    }
+
+    pub fn is_within(&self, ratio: f64) -> bool {
+        (1.0 - self.down) <= ratio && ratio <= (1.0 + self.up)
+    }
+}
+
+fn milli(q: &Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> Option<i64> {
+    q.as_ref().and_then(|q| capstan_model::Quantity::parse(&q.0).ok()).map(|q| q.milli_ceil())
+}
+
+/// A failed metric: the ScalingActive reason and the error.
+struct Failure {
+    reason: &'static str,
+    message: String,
+}
+
+fn fail(reason: &'static str, message: impl Into<String>) -> Failure {
+    Failure {
+        reason,
+        message: message.into(),
+    }
+}
+
+/// A successful proposal.
+struct Proposal {
+    replicas: i32,
+    /// How upstream names the metric in ScalingActive's message.
+    described: String,
+    utilization: Option<i32>,
+    raw: i64,
+}
+
+/// The default when `spec.metrics` is empty: CPU at 80% of request.
+fn default_metrics() -> Vec<MetricSpec> {
+    vec![MetricSpec {
+        type_: "Resource".into(),
+        resource: Some(k8s_openapi::api::autoscaling::v2::ResourceMetricSource {
+            name: "cpu".into(),
+            target: MetricTarget {
+                type_: "Utilization".into(),
+                average_utilization: Some(80),
+                ..Default::default()
+            },
+        }),
+        ..Default::default()
+    }]
+}
+
+/// Upstream's `computeReplicasForMetrics`: the largest proposal; an error when every metric is
+/// invalid, or some are and the valid ones would scale down.
+pub(crate) fn compute_for_metrics(tick: &Tick, conditions: &mut Conditions) -> (Result<i32, ()>, Vec<MetricResult>) {
+    let specs = match &tick.spec.metrics {
+        Some(m) if !m.is_empty() => m.clone(),
+        _ => default_metrics(),
+    };
+    let mut results = Vec::new();
+    let mut replicas = 0;
+    let mut chosen = String::new();
+    let mut invalid = 0;
+    let mut first_invalid: Option<Failure> = None;
+    for spec in &specs {
+        let (type_, name) = metric_identity(spec);
+        match compute_for_metric(tick, spec) {
+            Ok(p) => {
+                if replicas == 0 || p.replicas > replicas {
+                    replicas = p.replicas;
+                    chosen = p.described.clone();
+                }
+                results.push(MetricResult {
+                    type_,
+                    name,
+                    replicas: Some(p.replicas),
+                    utilization: p.utilization,
+                    raw_value: Some(milli_string(p.raw)),
+                    error: None,
+                });
+            }
+            Err(f) => {
+                results.push(MetricResult {
+                    type_,
+                    name,
+                    replicas: None,
+                    utilization: None,
+                    raw_value: None,
+                    error: Some(f.message.clone()),
+                });
+                invalid += 1;
+                if first_invalid.is_none() {
+                    first_invalid = Some(f);
+                }
+            }
+        }
+    }
+    if invalid >= specs.len() || (invalid > 0 && replicas < tick.current_replicas) {
+        let f = first_invalid.expect("at least one invalid metric");
+        conditions.set("ScalingActive", false, f.reason, format!("the HPA was unable to compute the replica count: {}", f.message));
+        return (Err(()), results);
+    }
+    conditions.set(
+        "ScalingActive",
+        true,
+        "ValidMetricFound",
+        format!("the HPA was able to successfully calculate a replica count from {chosen}"),
+    );
+    (Ok(replicas), results)
+}
+
+fn metric_identity(spec: &MetricSpec) -> (String, String) {
+    let name = match spec.type_.as_str() {
+        "Resource" => spec.resource.as_ref().map(|r| r.name.clone()),
+        "ContainerResource" => spec.container_resource.as_ref().map(|r| format!("{}/{}", r.container, r.name)),
+        "Pods" => spec.pods.as_ref().map(|p| p.metric.name.clone()),
+        "Object" => spec.object.as_ref().map(|o| o.metric.name.clone()),
+        "External" => spec.external.as_ref().map(|e| e.metric.name.clone()),
+        _ => None,
+    };
+    (spec.type_.clone(), name.unwrap_or_default())
+}
+
+fn compute_for_metric(tick: &Tick, spec: &MetricSpec) -> Result<Proposal, Failure> {
+    let tol = Tolerances::of(tick);
+    let spec_replicas = tick.current_replicas;
+    let status_replicas = tick.status_replicas;
+    match spec.type_.as_str() {
+        "Resource" => {
+            let r = spec.resource.as_ref().ok_or_else(|| fail("FailedGetResourceMetric", "resource metric source is missing"))?;
+            resource_proposal(tick, tol, &r.name, None, &r.target, "FailedGetResourceMetric")
+        }
+        "ContainerResource" => {
+            let r = spec
+                .container_resource
+                .as_ref()
+                .ok_or_else(|| fail("FailedGetContainerResourceMetric", "container resource metric source is missing"))?;
+            resource_proposal(tick, tol, &r.name, Some(&r.container), &r.target, "FailedGetContainerResourceMetric")
+        }
+        "Pods" => {
+            let p = spec.pods.as_ref().ok_or_else(|| fail("FailedGetPodsMetric", "pods metric source is missing"))?;
+            let target = milli(&p.target.average_value).ok_or_else(|| fail("FailedGetPodsMetric", "invalid pods metric source: no average value target was set"))?;
+            let samples = tick
+                .metrics
+                .pods
+                .get(&p.metric.name)
+                .filter(|m| !m.is_empty())
+                .ok_or_else(|| fail("FailedGetPodsMetric", format!("unable to get metric {}: no metrics returned from custom metrics API", p.metric.name)))?;
+            let (replicas, usage) = plain_metric_replicas(tick, tol, samples.clone(), spec_replicas, target, None).map_err(|e| fail("FailedGetPodsMetric", e))?;
+            Ok(Proposal {
+                replicas,
+                described: format!("pods metric {}", p.metric.name),
+                utilization: None,
+                raw: usage,
+            })
+        }
+        "Object" => {
+            let o = spec.object.as_ref().ok_or_else(|| fail("FailedGetObjectMetric", "object metric source is missing"))?;
+            let name = &o.metric.name;
+            let usage = || {
+                tick.metrics
+                    .object
+                    .get(name)
+                    .copied()
+                    .ok_or_else(|| fail("FailedGetObjectMetric", format!("unable to get metric {name}: no metrics returned from custom metrics API")))
+            };
+            let described = format!("{} metric {name}", o.described_object.kind);
+            if o.target.type_ == "Value" && o.target.value.is_some() {
+                let target = milli(&o.target.value).unwrap_or(1).max(1);
+                let usage = usage()?;
+                let ratio = usage as f64 / target as f64;
+                let replicas = usage_ratio_replicas(tick, tol, spec_replicas, ratio).map_err(|e| fail("FailedGetObjectMetric", e))?;
+                Ok(Proposal {
+                    replicas,
+                    described,
+                    utilization: None,
+                    raw: usage,
+                })
+            } else if o.target.type_ == "AverageValue" && o.target.average_value.is_some() {
+                let target = milli(&o.target.average_value).unwrap_or(1).max(1);
+                let usage = usage()?;
+                let (replicas, avg) = per_pod_replicas(tol, status_replicas, usage, target);
+                Ok(Proposal {
+                    replicas,
+                    described,
+                    utilization: None,
+                    raw: avg,
+                })
+            } else {
+                Err(fail("FailedGetObjectMetric", "invalid object metric source: neither a value target nor an average value target was set"))
+            }
+        }
+        "External" => {
+            let e = spec.external.as_ref().ok_or_else(|| fail("FailedGetExternalMetric", "external metric source is missing"))?;
+            let name = &e.metric.name;
+            let usage = || {
+                tick.metrics
+                    .external
+                    .get(name)
+                    .copied()
+                    .ok_or_else(|| fail("FailedGetExternalMetric", format!("unable to get external metric {name}: no metrics returned from external metrics API")))
+            };
+            let described = format!("external metric {name}");
+            if let Some(target) = milli(&e.target.average_value) {
+                let usage = usage()?;
+                let (replicas, avg) = per_pod_replicas(tol, status_replicas, usage, target.max(1));
+                Ok(Proposal {
+                    replicas,
+                    described,
+                    utilization: None,
+                    raw: avg,
+                })
+            } else if let Some(target) = milli(&e.target.value) {
+                let usage = usage()?;
+                let ratio = usage as f64 / target.max(1) as f64;
+                let replicas = usage_ratio_replicas(tick, tol, spec_replicas, ratio).map_err(|e| fail("FailedGetExternalMetric", e))?;
+                Ok(Proposal {
+                    replicas,
+                    described,
+                    utilization: None,
+                    raw: usage,
+                })
+            } else {
+                Err(fail("FailedGetExternalMetric", "invalid external metric source: neither a value target nor an average value target was set"))
+            }
+        }
+        other => Err(fail("InvalidMetricSourceType", format!("unknown metric source type {other:?}"))),
+    }
+}
+
+fn resource_proposal(tick: &Tick, tol: Tolerances, resource: &str, container: Option<&str>, target: &MetricTarget, reason: &'static str) -> Result<Proposal, Failure> {
+    let samples = match container {
+        None => tick.metrics.resource.get(resource),
+        Some(c) => tick.metrics.container_resource.get(c).and_then(|m| m.get(resource)),
+    }
+    .filter(|m| !m.is_empty())
+    .cloned()
+    .ok_or_else(|| fail(reason, format!("unable to get metrics for resource {resource}: no metrics returned from resource metrics API")))?;
+    let described_suffix = match container {
+        Some(c) => format!(" on container {c}"),
+        None => String::new(),
+    };
+    if let Some(avg) = milli(&target.average_value) {
+        let (replicas, usage) = plain_metric_replicas(tick, tol, samples, tick.current_replicas, avg, Some((resource, container)))
+            .map_err(|e| fail(reason, e))?;
+        return Ok(Proposal {
+            replicas,
+            described: format!("{resource} resource{described_suffix}"),
+            utilization: None,
+            raw: usage,
+        });
+    }
+    let Some(util) = target.average_utilization else {
+        return Err(fail(
+            reason,
+            "invalid resource metric source: neither an average utilization target nor an average value (usage) target was set",
+        ));
+    };
+    let (replicas, utilization, raw) = resource_replicas(tick, tol, samples, util, resource, container).map_err(|e| fail(reason, e))?;
+    Ok(Proposal {
+        replicas,
+        described: format!("{resource} resource utilization (percentage of request){described_suffix}"),
+        utilization: Some(utilization),
+        raw,
+    })
+}
+
+/// Upstream's `groupPods`: (ready count, unready, missing, ignored).
+fn group_pods(tick: &Tick, samples: &BTreeMap<String, i64>, cpu: bool) -> (usize, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
+    let mut ready = 0;
+    let (mut unready, mut missing, mut ignored) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let c = &tick.controller;
+    let m = &tick.metrics;
+    for p in &tick.pods {
+        if p.deleting || matches!(p.phase, Phase::Failed | Phase::Succeeded) {
+            ignored.insert(p.name.clone());
+            continue;
+        }
+        if p.phase == Phase::Pending {
+            unready.insert(p.name.clone());
+            continue;
+        }
+        if !samples.contains_key(&p.name) {
+            missing.insert(p.name.clone());
+            continue;
+        }
+        if cpu {
+            let is_unready = match p.ready {
+                None => true,
+                Some(ready_now) => {
+                    if p.start + c.cpu_initialization_period > 0.0 {
+                        // Within the initialization period: ignore the sample if the pod is
+                        // unready or a whole window has not passed since it became ready.
+                        !ready_now || m.timestamp < p.ready_transition + m.window
+                    } else {
+                        // Ignore it if the pod is unready and has never been ready.
+                        !ready_now && p.start + c.initial_readiness_delay > p.ready_transition
+                    }
+                }
+            };
+            if is_unready {
+                unready.insert(p.name.clone());
+                continue;
+            }
+        }
+        ready += 1;
+    }
+    (ready, unready, missing, ignored)
+}
+
+/// Upstream's `calculatePodRequests`, milli-units per pod.
+fn pod_requests(pods: &[PodInfo], container: Option<&str>, resource: &str) -> Result<BTreeMap<String, i64>, String> {
+    let mut out = BTreeMap::new();
+    for p in pods {
+        let mut sum = 0;
+        for c in &p.containers {
+            if container.is_none_or(|want| want == c.name) {
+                match c.requests.get(resource) {
+                    Some(v) => sum += v,
+                    None => return Err(format!("missing request for {resource} in container {} of Pod {}", c.name, p.name)),
+                }
+            }
+        }
+        out.insert(p.name.clone(), sum);
+    }
+    Ok(out)
+}
+
+/// Upstream's `GetResourceUtilizationRatio`: (ratio, utilization %, average usage).
+fn utilization_ratio(samples: &BTreeMap<String, i64>, requests: &BTreeMap<String, i64>, target: i32) -> Result<(f64, i32, i64), String> {
+    let (mut total, mut req_total, mut n) = (0i64, 0i64, 0i64);
+    for (pod, v) in samples {
+        let Some(r) = requests.get(pod) else { continue };
+        total += v;
+        req_total += r;
+        n += 1;
+    }
+    if req_total == 0 {
+        return Err("no metrics returned matched known pods".into());
+    }
+    let utilization = (total * 100 / req_total) as i32;
+    Ok((utilization as f64 / target as f64, utilization, total / n))
+}
+
+/// Upstream's `GetResourceReplicas` (target utilization).
+fn resource_replicas(tick: &Tick, tol: Tolerances, mut samples: BTreeMap<String, i64>, target: i32, resource: &str, container: Option<&str>) -> Result<(i32, i32, i64), String> {
+    let current = tick.current_replicas;
+    if tick.pods.is_empty() {
+        return Err("no pods returned by selector while calculating replica count".into());
+    }
+    let (ready, unready, missing, ignored) = group_pods(tick, &samples, resource == "cpu");
+    samples.retain(|k, _| !ignored.contains(k) && !unready.contains(k));
+    if samples.is_empty() {
+        return Err("did not receive metrics for targeted pods (pods might be unready)".into());
+    }
+    let requests = pod_requests(&tick.pods, container, resource)?;
+    let (ratio, utilization, raw) = utilization_ratio(&samples, &requests, target)?;
+    let scale_up_with_unready = !unready.is_empty() && ratio > 1.0;
+    if !scale_up_with_unready && missing.is_empty() {
+        if tol.is_within(ratio) {
+            return Ok((current, utilization, raw));
+        }
+        return Ok(((ratio * ready as f64).ceil() as i32, utilization, raw));
+    }
+    if !missing.is_empty() {
+        if ratio < 1.0 {
+            // On a scale-down, missing pods use 100% of their request (or the target, if higher).
+            let fallback = 100.max(target as i64);
+            for p in &missing {
+                samples.insert(p.clone(), requests[p] * fallback / 100);
+            }
+        } else if ratio > 1.0 {
+            // On a scale-up, they use nothing.
+            for p in &missing {
+                samples.insert(p.clone(), 0);
+            }
+        }
+    }
+    if scale_up_with_unready {
+        for p in &unready {
+            samples.insert(p.clone(), 0);
+        }
+    }
+    let (new_ratio, _, _) = utilization_ratio(&samples, &requests, target)?;
+    if tol.is_within(new_ratio) || (ratio < 1.0 && new_ratio > 1.0) || (ratio > 1.0 && new_ratio < 1.0) {
+        return Ok((current, utilization, raw));
+    }
+    let new_replicas = (new_ratio * samples.len() as f64).ceil() as i32;
+    if (new_ratio < 1.0 && new_replicas > current) || (new_ratio > 1.0 && new_replicas < current) {
+        return Ok((current, utilization, raw));
+    }
+    Ok((new_replicas, utilization, raw))
+}
+
+/// Upstream's `GetMetricUsageRatio`: (ratio, average).
+fn usage_ratio(samples: &BTreeMap<String, i64>, target: i64) -> (f64, i64) {
+    let total: i64 = samples.values().sum();
+    let avg = total / samples.len().max(1) as i64;
+    (avg as f64 / target as f64, avg)
+}
+
+/// Upstream's `calcPlainMetricReplicas` (Pods metrics and resource AverageValue).
+fn plain_metric_replicas(tick: &Tick, tol: Tolerances, mut samples: BTreeMap<String, i64>, current: i32, target: i64, resource: Option<(&str, Option<&str>)>) -> Result<(i32, i64), String> {
+    if tick.pods.is_empty() {
+        return Err("no pods returned by selector while calculating replica count".into());
+    }
+    let cpu = resource.is_some_and(|(r, _)| r == "cpu");
+    let (ready, unready, missing, ignored) = group_pods(tick, &samples, cpu);
+    samples.retain(|k, _| !ignored.contains(k) && !unready.contains(k));
+    if samples.is_empty() {
+        return Err("did not receive metrics for targeted pods (pods might be unready)".into());
+    }
+    let target = target.max(1);
+    let (ratio, usage) = usage_ratio(&samples, target);
+    let scale_up_with_unready = !unready.is_empty() && ratio > 1.0;
+    if !scale_up_with_unready && missing.is_empty() {
+        if tol.is_within(ratio) {
+            return Ok((current, usage));
+        }
+        return Ok(((ratio * ready as f64).ceil() as i32, usage));
+    }
+    if !missing.is_empty() {
+        // On a scale-down, missing pods use exactly the target; on a scale-up, nothing.
+        let fill = if ratio < 1.0 { target } else { 0 };
+        for p in &missing {
+            samples.insert(p.clone(), fill);
+        }
+    }
+    if scale_up_with_unready {
+        for p in &unready {
+            samples.insert(p.clone(), 0);
+        }
+    }
+    let (new_ratio, _) = usage_ratio(&samples, target);
+    if tol.is_within(new_ratio) || (ratio < 1.0 && new_ratio > 1.0) || (ratio > 1.0 && new_ratio < 1.0) {
+        return Ok((current, usage));
+    }
+    let new_replicas = (new_ratio * samples.len() as f64).ceil() as i32;
+    if (new_ratio < 1.0 && new_replicas > current) || (new_ratio > 1.0 && new_replicas < current) {
+        return Ok((current, usage));
+    }
+    Ok((new_replicas, usage))
+}
+
+/// Upstream's `getUsageRatioReplicaCount` (Object and External Value targets).
+fn usage_ratio_replicas(tick: &Tick, tol: Tolerances, current: i32, ratio: f64) -> Result<i32, String> {
+    if current != 0 {
+        if tol.is_within(ratio) {
+            return Ok(current);
+        }
+        if tick.pods.is_empty() {
+            return Err("unable to calculate ready pods: no pods returned by selector while calculating replica count".into());
+        }
+        let ready = tick.pods.iter().filter(|p| p.phase == Phase::Running && p.ready == Some(true)).count();
+        Ok((ratio * ready as f64).ceil() as i32)
+    } else {
+        // Scale to zero or n pods depending on the ratio.
+        Ok(ratio.ceil() as i32)
+    }
+}
+
+/// Upstream's `GetObjectPerPodMetricReplicas` / `GetExternalPerPodMetricReplicas`:
+/// (replicas, average usage per replica).
+fn per_pod_replicas(tol: Tolerances, status_replicas: i32, usage: i64, target: i64) -> (i32, i64) {
+    let mut replicas = status_replicas;
+    let ratio = usage as f64 / (target as f64 * status_replicas as f64);
+    if !tol.is_within(ratio) {
+        replicas = (usage as f64 / target as f64).ceil() as i32;
+    }
+    let avg = if status_replicas > 0 { (usage as f64 / status_replicas as f64).ceil() as i64 } else { usage };
+    (replicas, avg)
+}
