@@ -1,5 +1,6 @@
 //! The parts of the `capstan` binary that benches and integration tests reuse.
 
 pub mod bench;
+pub mod hpa_cmd;
 pub mod input;
 pub mod table;

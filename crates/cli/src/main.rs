@@ -22,10 +22,26 @@ enum Command {
         #[command(subcommand)]
         which: BenchCommand,
     },
+    /// The HorizontalPodAutoscaler.
+    Hpa {
+        #[command(subcommand)]
+        which: HpaCommand,
+    },
     /// The fake cloud.
     Cloud {
         #[command(subcommand)]
         which: CloudCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum HpaCommand {
+    /// One HPA reconcile tick (or a list of ticks), upstream semantics.
+    Decide {
+        /// The tick(s), JSON or YAML; `-` for standard input.
+        file: String,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
     },
 }
 
@@ -174,6 +190,79 @@ fn cloud_check(config: &str, catalog: Option<&str>, output: Output) -> Result<()
     }
 }
 
+fn hpa_decide(file: &str, output: Output) -> Result<()> {
+    let text = input::read(file)?;
+    let (ticks, is_list) = capstan_cli::hpa_cmd::read_ticks(file, &text)?;
+    let decisions: Vec<_> = ticks.iter().map(capstan_hpa::decide).collect();
+    match output {
+        Output::Json => {
+            let values: Vec<_> = decisions
+                .iter()
+                .map(capstan_cli::hpa_cmd::decision_json)
+                .collect();
+            let v = if is_list {
+                serde_json::Value::Array(values)
+            } else {
+                values.into_iter().next().unwrap_or_default()
+            };
+            emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))
+        }
+        Output::Table => {
+            let mut out = String::new();
+            for (i, d) in decisions.iter().enumerate() {
+                if is_list {
+                    out.push_str(&format!("tick {i}\n"));
+                }
+                out.push_str(&format!(
+                    "desired replicas: {} (rescale: {})\n",
+                    d.desired_replicas, d.rescale
+                ));
+                let metrics: Vec<Vec<String>> = d
+                    .metrics
+                    .iter()
+                    .map(|m| {
+                        vec![
+                            m.type_.clone(),
+                            m.name.clone(),
+                            m.replicas
+                                .map(|r| r.to_string())
+                                .unwrap_or_else(|| "-".into()),
+                            m.utilization
+                                .map(|u| format!("{u}%"))
+                                .unwrap_or_else(|| "-".into()),
+                            m.raw_value.clone().unwrap_or_else(|| "-".into()),
+                            m.error.clone().unwrap_or_default(),
+                        ]
+                    })
+                    .collect();
+                if !metrics.is_empty() {
+                    out.push_str(&table::render(
+                        &["TYPE", "NAME", "REPLICAS", "UTILIZATION", "VALUE", "ERROR"],
+                        &metrics,
+                    ));
+                }
+                let conds: Vec<Vec<String>> = d
+                    .conditions
+                    .iter()
+                    .map(|c| {
+                        vec![
+                            c.type_.clone(),
+                            c.status.clone(),
+                            c.reason.clone(),
+                            c.message.clone(),
+                        ]
+                    })
+                    .collect();
+                out.push_str(&table::render(
+                    &["CONDITION", "STATUS", "REASON", "MESSAGE"],
+                    &conds,
+                ));
+            }
+            emit(&out)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -192,6 +281,9 @@ fn main() -> ExitCode {
                 output,
             } => bench_scheduling(&pods, instance_types, seed, runs, output),
         },
+        Command::Hpa {
+            which: HpaCommand::Decide { file, output },
+        } => hpa_decide(&file, output),
         Command::Cloud {
             which:
                 CloudCommand::Check {

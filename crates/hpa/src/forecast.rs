@@ -76,7 +76,9 @@ impl HoltWinters {
     /// The next `h` values.
     pub fn forecast(&self, h: usize) -> Vec<f64> {
         (1..=h)
-            .map(|k| self.level + k as f64 * self.trend + self.season[(self.n + k - 1) % self.period])
+            .map(|k| {
+                self.level + k as f64 * self.trend + self.season[(self.n + k - 1) % self.period]
+            })
             .collect()
     }
 }
@@ -108,7 +110,11 @@ impl Croston {
                 since += 1.0;
             }
         }
-        Some(Croston { alpha, size, interval })
+        Some(Croston {
+            alpha,
+            size,
+            interval,
+        })
     }
 
     /// The expected demand per step (flat).
@@ -128,7 +134,9 @@ pub enum Model {
     Seasonal(HoltWinters),
     Intermittent(Croston),
     /// Too little history: repeat the last period.
-    SeasonalNaive { last: Vec<f64> },
+    SeasonalNaive {
+        last: Vec<f64>,
+    },
 }
 
 /// Share of zero steps above which demand counts as intermittent.
@@ -147,7 +155,9 @@ impl Model {
             return Model::Seasonal(hw);
         }
         let start = y.len().saturating_sub(period.max(1));
-        Model::SeasonalNaive { last: y[start..].to_vec() }
+        Model::SeasonalNaive {
+            last: y[start..].to_vec(),
+        }
     }
 
     /// The next `h` values. Intermittent demand forecasts its burst size, not its average:
@@ -174,14 +184,24 @@ pub struct Backtest {
 impl Backtest {
     /// Below 1: better than repeating the last season.
     pub fn relative_mae(&self) -> f64 {
-        if self.seasonal_naive_mae > 0.0 { self.mae / self.seasonal_naive_mae } else { f64::INFINITY }
+        if self.seasonal_naive_mae > 0.0 {
+            self.mae / self.seasonal_naive_mae
+        } else {
+            f64::INFINITY
+        }
     }
 }
 
 /// Rolling-origin evaluation: for each origin from `min_train` on (every `step` samples), fit on
 /// everything before it and score the next `horizon` values. Training data always precedes the
 /// data it is scored on.
-pub fn backtest(y: &[f64], period: usize, horizon: usize, min_train: usize, step: usize) -> Option<Backtest> {
+pub fn backtest(
+    y: &[f64],
+    period: usize,
+    horizon: usize,
+    min_train: usize,
+    step: usize,
+) -> Option<Backtest> {
     let (mut err, mut naive_err, mut n, mut origins) = (0.0, 0.0, 0usize, 0usize);
     let mut origin = min_train.max(period);
     while origin + horizon <= y.len() {
@@ -209,7 +229,11 @@ pub fn backtest(y: &[f64], period: usize, horizon: usize, min_train: usize, step
 /// The replicas to have now so that the peak forecast within the next `lead` steps is covered:
 /// ceil(peak × (1 + headroom) / per_replica). The reactive HPA may still go higher.
 pub fn replica_floor(forecast: &[f64], lead: usize, per_replica: f64, headroom: f64) -> i32 {
-    let peak = forecast.iter().take(lead.max(1)).copied().fold(0.0, f64::max);
+    let peak = forecast
+        .iter()
+        .take(lead.max(1))
+        .copied()
+        .fold(0.0, f64::max);
     if per_replica <= 0.0 {
         return 0;
     }
@@ -231,7 +255,9 @@ mod tests {
         (0..days * 24)
             .map(|i| {
                 let h = (i % 24) as f64;
-                60.0 - 40.0 * (std::f64::consts::TAU * h / 24.0).cos() + 0.05 * i as f64 + 3.0 * noise(i)
+                60.0 - 40.0 * (std::f64::consts::TAU * h / 24.0).cos()
+                    + 0.05 * i as f64
+                    + 3.0 * noise(i)
             })
             .collect()
     }
@@ -248,7 +274,9 @@ mod tests {
     #[test]
     fn the_forecast_follows_the_daily_peak() {
         let y = diurnal(7);
-        let Model::Seasonal(hw) = Model::fit(&y, 24) else { panic!("seasonal data gets Holt-Winters") };
+        let Model::Seasonal(hw) = Model::fit(&y, 24) else {
+            panic!("seasonal data gets Holt-Winters")
+        };
         let f = hw.forecast(24);
         // Hour 12 of the next day is the peak (about 100 + trend), hour 0 the trough (about 20).
         assert!((f[12] - 108.0).abs() < 8.0, "{}", f[12]);
@@ -257,9 +285,13 @@ mod tests {
 
     #[test]
     fn intermittent_demand_gets_croston_and_forecasts_its_burst() {
-        let y: Vec<f64> = (0..200).map(|i| if i % 10 == 0 { 50.0 } else { 0.0 }).collect();
+        let y: Vec<f64> = (0..200)
+            .map(|i| if i % 10 == 0 { 50.0 } else { 0.0 })
+            .collect();
         let m = Model::fit(&y, 24);
-        let Model::Intermittent(c) = &m else { panic!("{m:?}") };
+        let Model::Intermittent(c) = &m else {
+            panic!("{m:?}")
+        };
         assert!((c.rate() - 50.0 / 10.0 * 0.95).abs() < 0.5, "{}", c.rate());
         assert_eq!(m.forecast(3), vec![50.0; 3]);
     }
@@ -273,7 +305,11 @@ mod tests {
     #[test]
     fn the_replica_floor_covers_the_peak_within_the_lead_time() {
         let f = [10.0, 20.0, 90.0, 40.0];
-        assert_eq!(replica_floor(&f, 2, 10.0, 0.0), 2, "the peak is beyond a two-step lead");
+        assert_eq!(
+            replica_floor(&f, 2, 10.0, 0.0),
+            2,
+            "the peak is beyond a two-step lead"
+        );
         assert_eq!(replica_floor(&f, 3, 10.0, 0.0), 9);
         assert_eq!(replica_floor(&f, 3, 10.0, 0.1), 10);
     }

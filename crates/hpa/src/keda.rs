@@ -5,7 +5,9 @@
 //! KEDA's generated HPA does.
 
 use crate::{ControllerConfig, Decision, History, HorizontalPodAutoscalerSpec, Metrics, Tick};
-use k8s_openapi::api::autoscaling::v2::{ExternalMetricSource, MetricIdentifier, MetricSpec, MetricTarget};
+use k8s_openapi::api::autoscaling::v2::{
+    ExternalMetricSource, MetricIdentifier, MetricSpec, MetricTarget,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// A ScaledObject with one trigger.
@@ -71,7 +73,10 @@ impl ScaledObject {
                     },
                     target: MetricTarget {
                         type_: "AverageValue".into(),
-                        average_value: Some(Quantity(format!("{}m", (self.target_per_replica * 1000.0).round() as i64))),
+                        average_value: Some(Quantity(format!(
+                            "{}m",
+                            (self.target_per_replica * 1000.0).round() as i64
+                        ))),
                         ..Default::default()
                     },
                 }),
@@ -82,9 +87,20 @@ impl ScaledObject {
     }
 
     /// Decides replicas for the trigger's current `value`, `elapsed` seconds after the last tick.
-    pub fn decide(&self, current: i32, value: f64, elapsed: f64, state: &ScalerState, controller: &ControllerConfig) -> EventDecision {
+    pub fn decide(
+        &self,
+        current: i32,
+        value: f64,
+        elapsed: f64,
+        state: &ScalerState,
+        controller: &ControllerConfig,
+    ) -> EventDecision {
         let active = value > self.activation_threshold;
-        let idle_for = if active { Some(0.0) } else { state.idle_for.map(|t| t + elapsed) };
+        let idle_for = if active {
+            Some(0.0)
+        } else {
+            state.idle_for.map(|t| t + elapsed)
+        };
         let mut next = ScalerState {
             idle_for,
             hpa: state.hpa.clone(),
@@ -120,7 +136,9 @@ impl ScaledObject {
             };
         }
         let mut metrics = Metrics::default();
-        metrics.external.insert(self.metric.clone(), (value * 1000.0).round() as i64);
+        metrics
+            .external
+            .insert(self.metric.clone(), (value * 1000.0).round() as i64);
         let tick = Tick {
             spec: self.hpa_spec(),
             current_replicas: current,
@@ -135,7 +153,11 @@ impl ScaledObject {
         EventDecision {
             desired_replicas: d.desired_replicas,
             active,
-            reason: if active { "ScaledObjectActive" } else { "ScaledObjectCoolingDown" },
+            reason: if active {
+                "ScaledObjectActive"
+            } else {
+                "ScaledObjectCoolingDown"
+            },
             hpa: Some(d),
             state: next,
         }
@@ -155,19 +177,37 @@ mod tests {
 
     #[test]
     fn the_first_event_wakes_a_workload_from_zero_to_one() {
-        let d = so().decide(0, 6.0, 30.0, &ScalerState::default(), &ControllerConfig::default());
+        let d = so().decide(
+            0,
+            6.0,
+            30.0,
+            &ScalerState::default(),
+            &ControllerConfig::default(),
+        );
         assert_eq!((d.desired_replicas, d.reason), (1, "ScaledObjectActivated"));
     }
 
     #[test]
     fn values_at_or_below_activation_keep_it_at_zero() {
-        let d = so().decide(0, 5.0, 30.0, &ScalerState::default(), &ControllerConfig::default());
+        let d = so().decide(
+            0,
+            5.0,
+            30.0,
+            &ScalerState::default(),
+            &ControllerConfig::default(),
+        );
         assert_eq!((d.desired_replicas, d.reason), (0, "ScaledObjectIdle"));
     }
 
     #[test]
     fn from_one_replica_the_hpa_scales_on_value_per_replica() {
-        let d = so().decide(1, 95.0, 30.0, &ScalerState::default(), &ControllerConfig::default());
+        let d = so().decide(
+            1,
+            95.0,
+            30.0,
+            &ScalerState::default(),
+            &ControllerConfig::default(),
+        );
         // 95 / 10 per replica → 10, limited without behavior to max(2 × 1, 4) = 4.
         assert_eq!(d.desired_replicas, 4);
         assert!(d.hpa.is_some());
@@ -200,7 +240,13 @@ mod tests {
             min_replicas: 2,
             ..so()
         };
-        let d = s.decide(2, 0.0, 1e6, &ScalerState::default(), &ControllerConfig::default());
+        let d = s.decide(
+            2,
+            0.0,
+            1e6,
+            &ScalerState::default(),
+            &ControllerConfig::default(),
+        );
         assert_eq!(d.desired_replicas, 2);
     }
 }

@@ -181,7 +181,13 @@ pub(crate) struct Conditions {
 }
 
 impl Conditions {
-    pub(crate) fn set(&mut self, type_: &str, status: bool, reason: &str, message: impl Into<String>) {
+    pub(crate) fn set(
+        &mut self,
+        type_: &str,
+        status: bool,
+        reason: &str,
+        message: impl Into<String>,
+    ) {
         let c = Condition {
             type_: type_.to_string(),
             status: if status { "True" } else { "False" }.to_string(),
@@ -207,7 +213,11 @@ impl Conditions {
 
 /// Formats milli-units as a Kubernetes quantity string.
 pub fn milli_string(v: i64) -> String {
-    if v % 1000 == 0 { format!("{}", v / 1000) } else { format!("{v}m") }
+    if v % 1000 == 0 {
+        format!("{}", v / 1000)
+    } else {
+        format!("{v}m")
+    }
 }
 
 /// One reconcile of the HPA: upstream's `reconcileAutoscaler` from the point where the scale
@@ -215,12 +225,20 @@ pub fn milli_string(v: i64) -> String {
 pub fn decide(tick: &Tick) -> Decision {
     let spec = &tick.spec;
     let mut conditions = Conditions::default();
-    conditions.set("AbleToScale", true, "SucceededGetScale", "the HPA controller was able to get the target's current scale");
+    conditions.set(
+        "AbleToScale",
+        true,
+        "SucceededGetScale",
+        "the HPA controller was able to get the target's current scale",
+    );
     let mut history = tick.history.clone();
     let current = tick.current_replicas;
     // recordInitialRecommendation
     if history.recommendations.is_none() {
-        history.recommendations = Some(vec![Recommendation { at: 0.0, replicas: current }]);
+        history.recommendations = Some(vec![Recommendation {
+            at: 0.0,
+            replicas: current,
+        }]);
     }
     let min_replicas = spec.min_replicas.unwrap_or(1);
     let max_replicas = spec.max_replicas;
@@ -230,7 +248,12 @@ pub fn decide(tick: &Tick) -> Decision {
     if current == 0 && min_replicas != 0 {
         desired = 0;
         rescale = false;
-        conditions.set("ScalingActive", false, "ScalingDisabled", "scaling is disabled since the replica count of the target is zero");
+        conditions.set(
+            "ScalingActive",
+            false,
+            "ScalingDisabled",
+            "scaling is disabled since the replica count of the target is zero",
+        );
     } else if current > max_replicas {
         desired = max_replicas;
     } else if current < min_replicas {
@@ -260,16 +283,35 @@ pub fn decide(tick: &Tick) -> Decision {
             Ok(p) => {
                 desired = p.max(0);
                 desired = if spec.behavior.is_none() {
-                    behavior::normalize(tick, &mut history, &mut conditions, current, desired, min_replicas)
+                    behavior::normalize(
+                        tick,
+                        &mut history,
+                        &mut conditions,
+                        current,
+                        desired,
+                        min_replicas,
+                    )
                 } else {
-                    behavior::normalize_with_behaviors(tick, &mut history, &mut conditions, current, desired, min_replicas)
+                    behavior::normalize_with_behaviors(
+                        tick,
+                        &mut history,
+                        &mut conditions,
+                        current,
+                        desired,
+                        min_replicas,
+                    )
                 };
                 rescale = desired != current;
             }
         }
     }
     if rescale {
-        conditions.set("AbleToScale", true, "SucceededRescale", format!("the HPA controller was able to update the target scale to {desired}"));
+        conditions.set(
+            "AbleToScale",
+            true,
+            "SucceededRescale",
+            format!("the HPA controller was able to update the target scale to {desired}"),
+        );
         behavior::store_scale_event(tick, &mut history, current, desired);
     } else {
         desired = current;

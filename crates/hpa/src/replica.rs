@@ -22,7 +22,8 @@ impl Tolerances {
         let b = tick.spec.behavior.as_ref();
         Tolerances {
             up: q(b.and_then(|b| b.scale_up.as_ref())).unwrap_or(tick.controller.tolerance_up),
-            down: q(b.and_then(|b| b.scale_down.as_ref())).unwrap_or(tick.controller.tolerance_down),
+            down: q(b.and_then(|b| b.scale_down.as_ref()))
+                .unwrap_or(tick.controller.tolerance_down),
         }
     }
 
@@ -32,7 +33,9 @@ impl Tolerances {
 }
 
 fn milli(q: &Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> Option<i64> {
-    q.as_ref().and_then(|q| capstan_model::Quantity::parse(&q.0).ok()).map(|q| q.milli_ceil())
+    q.as_ref()
+        .and_then(|q| capstan_model::Quantity::parse(&q.0).ok())
+        .map(|q| q.milli_ceil())
 }
 
 /// A failed metric: the ScalingActive reason and the error.
@@ -75,7 +78,10 @@ fn default_metrics() -> Vec<MetricSpec> {
 
 /// Upstream's `computeReplicasForMetrics`: the largest proposal; an error when every metric is
 /// invalid, or some are and the valid ones would scale down.
-pub(crate) fn compute_for_metrics(tick: &Tick, conditions: &mut Conditions) -> (Result<i32, ()>, Vec<MetricResult>) {
+pub(crate) fn compute_for_metrics(
+    tick: &Tick,
+    conditions: &mut Conditions,
+) -> (Result<i32, ()>, Vec<MetricResult>) {
     let specs = match &tick.spec.metrics {
         Some(m) if !m.is_empty() => m.clone(),
         _ => default_metrics(),
@@ -120,7 +126,15 @@ pub(crate) fn compute_for_metrics(tick: &Tick, conditions: &mut Conditions) -> (
     }
     if invalid >= specs.len() || (invalid > 0 && replicas < tick.current_replicas) {
         let f = first_invalid.expect("at least one invalid metric");
-        conditions.set("ScalingActive", false, f.reason, format!("the HPA was unable to compute the replica count: {}", f.message));
+        conditions.set(
+            "ScalingActive",
+            false,
+            f.reason,
+            format!(
+                "the HPA was unable to compute the replica count: {}",
+                f.message
+            ),
+        );
         return (Err(()), results);
     }
     conditions.set(
@@ -135,7 +149,10 @@ pub(crate) fn compute_for_metrics(tick: &Tick, conditions: &mut Conditions) -> (
 fn metric_identity(spec: &MetricSpec) -> (String, String) {
     let name = match spec.type_.as_str() {
         "Resource" => spec.resource.as_ref().map(|r| r.name.clone()),
-        "ContainerResource" => spec.container_resource.as_ref().map(|r| format!("{}/{}", r.container, r.name)),
+        "ContainerResource" => spec
+            .container_resource
+            .as_ref()
+            .map(|r| format!("{}/{}", r.container, r.name)),
         "Pods" => spec.pods.as_ref().map(|p| p.metric.name.clone()),
         "Object" => spec.object.as_ref().map(|o| o.metric.name.clone()),
         "External" => spec.external.as_ref().map(|e| e.metric.name.clone()),
@@ -150,26 +167,65 @@ fn compute_for_metric(tick: &Tick, spec: &MetricSpec) -> Result<Proposal, Failur
     let status_replicas = tick.status_replicas;
     match spec.type_.as_str() {
         "Resource" => {
-            let r = spec.resource.as_ref().ok_or_else(|| fail("FailedGetResourceMetric", "resource metric source is missing"))?;
-            resource_proposal(tick, tol, &r.name, None, &r.target, "FailedGetResourceMetric")
+            let r = spec.resource.as_ref().ok_or_else(|| {
+                fail(
+                    "FailedGetResourceMetric",
+                    "resource metric source is missing",
+                )
+            })?;
+            resource_proposal(
+                tick,
+                tol,
+                &r.name,
+                None,
+                &r.target,
+                "FailedGetResourceMetric",
+            )
         }
         "ContainerResource" => {
-            let r = spec
-                .container_resource
-                .as_ref()
-                .ok_or_else(|| fail("FailedGetContainerResourceMetric", "container resource metric source is missing"))?;
-            resource_proposal(tick, tol, &r.name, Some(&r.container), &r.target, "FailedGetContainerResourceMetric")
+            let r = spec.container_resource.as_ref().ok_or_else(|| {
+                fail(
+                    "FailedGetContainerResourceMetric",
+                    "container resource metric source is missing",
+                )
+            })?;
+            resource_proposal(
+                tick,
+                tol,
+                &r.name,
+                Some(&r.container),
+                &r.target,
+                "FailedGetContainerResourceMetric",
+            )
         }
         "Pods" => {
-            let p = spec.pods.as_ref().ok_or_else(|| fail("FailedGetPodsMetric", "pods metric source is missing"))?;
-            let target = milli(&p.target.average_value).ok_or_else(|| fail("FailedGetPodsMetric", "invalid pods metric source: no average value target was set"))?;
+            let p = spec
+                .pods
+                .as_ref()
+                .ok_or_else(|| fail("FailedGetPodsMetric", "pods metric source is missing"))?;
+            let target = milli(&p.target.average_value).ok_or_else(|| {
+                fail(
+                    "FailedGetPodsMetric",
+                    "invalid pods metric source: no average value target was set",
+                )
+            })?;
             let samples = tick
                 .metrics
                 .pods
                 .get(&p.metric.name)
                 .filter(|m| !m.is_empty())
-                .ok_or_else(|| fail("FailedGetPodsMetric", format!("unable to get metric {}: no metrics returned from custom metrics API", p.metric.name)))?;
-            let (replicas, usage) = plain_metric_replicas(tick, tol, samples.clone(), spec_replicas, target, None).map_err(|e| fail("FailedGetPodsMetric", e))?;
+                .ok_or_else(|| {
+                    fail(
+                        "FailedGetPodsMetric",
+                        format!(
+                            "unable to get metric {}: no metrics returned from custom metrics API",
+                            p.metric.name
+                        ),
+                    )
+                })?;
+            let (replicas, usage) =
+                plain_metric_replicas(tick, tol, samples.clone(), spec_replicas, target, None)
+                    .map_err(|e| fail("FailedGetPodsMetric", e))?;
             Ok(Proposal {
                 replicas,
                 described: format!("pods metric {}", p.metric.name),
@@ -178,7 +234,10 @@ fn compute_for_metric(tick: &Tick, spec: &MetricSpec) -> Result<Proposal, Failur
             })
         }
         "Object" => {
-            let o = spec.object.as_ref().ok_or_else(|| fail("FailedGetObjectMetric", "object metric source is missing"))?;
+            let o = spec
+                .object
+                .as_ref()
+                .ok_or_else(|| fail("FailedGetObjectMetric", "object metric source is missing"))?;
             let name = &o.metric.name;
             let usage = || {
                 tick.metrics
@@ -192,7 +251,8 @@ fn compute_for_metric(tick: &Tick, spec: &MetricSpec) -> Result<Proposal, Failur
                 let target = milli(&o.target.value).unwrap_or(1).max(1);
                 let usage = usage()?;
                 let ratio = usage as f64 / target as f64;
-                let replicas = usage_ratio_replicas(tick, tol, spec_replicas, ratio).map_err(|e| fail("FailedGetObjectMetric", e))?;
+                let replicas = usage_ratio_replicas(tick, tol, spec_replicas, ratio)
+                    .map_err(|e| fail("FailedGetObjectMetric", e))?;
                 Ok(Proposal {
                     replicas,
                     described,
@@ -210,11 +270,19 @@ fn compute_for_metric(tick: &Tick, spec: &MetricSpec) -> Result<Proposal, Failur
                     raw: avg,
                 })
             } else {
-                Err(fail("FailedGetObjectMetric", "invalid object metric source: neither a value target nor an average value target was set"))
+                Err(fail(
+                    "FailedGetObjectMetric",
+                    "invalid object metric source: neither a value target nor an average value target was set",
+                ))
             }
         }
         "External" => {
-            let e = spec.external.as_ref().ok_or_else(|| fail("FailedGetExternalMetric", "external metric source is missing"))?;
+            let e = spec.external.as_ref().ok_or_else(|| {
+                fail(
+                    "FailedGetExternalMetric",
+                    "external metric source is missing",
+                )
+            })?;
             let name = &e.metric.name;
             let usage = || {
                 tick.metrics
@@ -236,7 +304,8 @@ fn compute_for_metric(tick: &Tick, spec: &MetricSpec) -> Result<Proposal, Failur
             } else if let Some(target) = milli(&e.target.value) {
                 let usage = usage()?;
                 let ratio = usage as f64 / target.max(1) as f64;
-                let replicas = usage_ratio_replicas(tick, tol, spec_replicas, ratio).map_err(|e| fail("FailedGetExternalMetric", e))?;
+                let replicas = usage_ratio_replicas(tick, tol, spec_replicas, ratio)
+                    .map_err(|e| fail("FailedGetExternalMetric", e))?;
                 Ok(Proposal {
                     replicas,
                     described,
@@ -244,14 +313,27 @@ fn compute_for_metric(tick: &Tick, spec: &MetricSpec) -> Result<Proposal, Failur
                     raw: usage,
                 })
             } else {
-                Err(fail("FailedGetExternalMetric", "invalid external metric source: neither a value target nor an average value target was set"))
+                Err(fail(
+                    "FailedGetExternalMetric",
+                    "invalid external metric source: neither a value target nor an average value target was set",
+                ))
             }
         }
-        other => Err(fail("InvalidMetricSourceType", format!("unknown metric source type {other:?}"))),
+        other => Err(fail(
+            "InvalidMetricSourceType",
+            format!("unknown metric source type {other:?}"),
+        )),
     }
 }
 
-fn resource_proposal(tick: &Tick, tol: Tolerances, resource: &str, container: Option<&str>, target: &MetricTarget, reason: &'static str) -> Result<Proposal, Failure> {
+fn resource_proposal(
+    tick: &Tick,
+    tol: Tolerances,
+    resource: &str,
+    container: Option<&str>,
+    target: &MetricTarget,
+    reason: &'static str,
+) -> Result<Proposal, Failure> {
     let samples = match container {
         None => tick.metrics.resource.get(resource),
         Some(c) => tick.metrics.container_resource.get(c).and_then(|m| m.get(resource)),
@@ -264,8 +346,15 @@ fn resource_proposal(tick: &Tick, tol: Tolerances, resource: &str, container: Op
         None => String::new(),
     };
     if let Some(avg) = milli(&target.average_value) {
-        let (replicas, usage) = plain_metric_replicas(tick, tol, samples, tick.current_replicas, avg, Some((resource, container)))
-            .map_err(|e| fail(reason, e))?;
+        let (replicas, usage) = plain_metric_replicas(
+            tick,
+            tol,
+            samples,
+            tick.current_replicas,
+            avg,
+            Some((resource, container)),
+        )
+        .map_err(|e| fail(reason, e))?;
         return Ok(Proposal {
             replicas,
             described: format!("{resource} resource{described_suffix}"),
@@ -279,19 +368,28 @@ fn resource_proposal(tick: &Tick, tol: Tolerances, resource: &str, container: Op
             "invalid resource metric source: neither an average utilization target nor an average value (usage) target was set",
         ));
     };
-    let (replicas, utilization, raw) = resource_replicas(tick, tol, samples, util, resource, container).map_err(|e| fail(reason, e))?;
+    let (replicas, utilization, raw) =
+        resource_replicas(tick, tol, samples, util, resource, container)
+            .map_err(|e| fail(reason, e))?;
     Ok(Proposal {
         replicas,
-        described: format!("{resource} resource utilization (percentage of request){described_suffix}"),
+        described: format!(
+            "{resource} resource utilization (percentage of request){described_suffix}"
+        ),
         utilization: Some(utilization),
         raw,
     })
 }
 
 /// Upstream's `groupPods`: (ready count, unready, missing, ignored).
-fn group_pods(tick: &Tick, samples: &BTreeMap<String, i64>, cpu: bool) -> (usize, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
+fn group_pods(
+    tick: &Tick,
+    samples: &BTreeMap<String, i64>,
+    cpu: bool,
+) -> (usize, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
     let mut ready = 0;
-    let (mut unready, mut missing, mut ignored) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let (mut unready, mut missing, mut ignored) =
+        (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     let c = &tick.controller;
     let m = &tick.metrics;
     for p in &tick.pods {
@@ -332,7 +430,11 @@ fn group_pods(tick: &Tick, samples: &BTreeMap<String, i64>, cpu: bool) -> (usize
 }
 
 /// Upstream's `calculatePodRequests`, milli-units per pod.
-fn pod_requests(pods: &[PodInfo], container: Option<&str>, resource: &str) -> Result<BTreeMap<String, i64>, String> {
+fn pod_requests(
+    pods: &[PodInfo],
+    container: Option<&str>,
+    resource: &str,
+) -> Result<BTreeMap<String, i64>, String> {
     let mut out = BTreeMap::new();
     for p in pods {
         let mut sum = 0;
@@ -340,7 +442,12 @@ fn pod_requests(pods: &[PodInfo], container: Option<&str>, resource: &str) -> Re
             if container.is_none_or(|want| want == c.name) {
                 match c.requests.get(resource) {
                     Some(v) => sum += v,
-                    None => return Err(format!("missing request for {resource} in container {} of Pod {}", c.name, p.name)),
+                    None => {
+                        return Err(format!(
+                            "missing request for {resource} in container {} of Pod {}",
+                            c.name, p.name
+                        ));
+                    }
                 }
             }
         }
@@ -350,7 +457,11 @@ fn pod_requests(pods: &[PodInfo], container: Option<&str>, resource: &str) -> Re
 }
 
 /// Upstream's `GetResourceUtilizationRatio`: (ratio, utilization %, average usage).
-fn utilization_ratio(samples: &BTreeMap<String, i64>, requests: &BTreeMap<String, i64>, target: i32) -> Result<(f64, i32, i64), String> {
+fn utilization_ratio(
+    samples: &BTreeMap<String, i64>,
+    requests: &BTreeMap<String, i64>,
+    target: i32,
+) -> Result<(f64, i32, i64), String> {
     let (mut total, mut req_total, mut n) = (0i64, 0i64, 0i64);
     for (pod, v) in samples {
         let Some(r) = requests.get(pod) else { continue };
@@ -366,7 +477,14 @@ fn utilization_ratio(samples: &BTreeMap<String, i64>, requests: &BTreeMap<String
 }
 
 /// Upstream's `GetResourceReplicas` (target utilization).
-fn resource_replicas(tick: &Tick, tol: Tolerances, mut samples: BTreeMap<String, i64>, target: i32, resource: &str, container: Option<&str>) -> Result<(i32, i32, i64), String> {
+fn resource_replicas(
+    tick: &Tick,
+    tol: Tolerances,
+    mut samples: BTreeMap<String, i64>,
+    target: i32,
+    resource: &str,
+    container: Option<&str>,
+) -> Result<(i32, i32, i64), String> {
     let current = tick.current_replicas;
     if tick.pods.is_empty() {
         return Err("no pods returned by selector while calculating replica count".into());
@@ -405,7 +523,10 @@ fn resource_replicas(tick: &Tick, tol: Tolerances, mut samples: BTreeMap<String,
         }
     }
     let (new_ratio, _, _) = utilization_ratio(&samples, &requests, target)?;
-    if tol.is_within(new_ratio) || (ratio < 1.0 && new_ratio > 1.0) || (ratio > 1.0 && new_ratio < 1.0) {
+    if tol.is_within(new_ratio)
+        || (ratio < 1.0 && new_ratio > 1.0)
+        || (ratio > 1.0 && new_ratio < 1.0)
+    {
         return Ok((current, utilization, raw));
     }
     let new_replicas = (new_ratio * samples.len() as f64).ceil() as i32;
@@ -423,7 +544,14 @@ fn usage_ratio(samples: &BTreeMap<String, i64>, target: i64) -> (f64, i64) {
 }
 
 /// Upstream's `calcPlainMetricReplicas` (Pods metrics and resource AverageValue).
-fn plain_metric_replicas(tick: &Tick, tol: Tolerances, mut samples: BTreeMap<String, i64>, current: i32, target: i64, resource: Option<(&str, Option<&str>)>) -> Result<(i32, i64), String> {
+fn plain_metric_replicas(
+    tick: &Tick,
+    tol: Tolerances,
+    mut samples: BTreeMap<String, i64>,
+    current: i32,
+    target: i64,
+    resource: Option<(&str, Option<&str>)>,
+) -> Result<(i32, i64), String> {
     if tick.pods.is_empty() {
         return Err("no pods returned by selector while calculating replica count".into());
     }
@@ -455,7 +583,10 @@ fn plain_metric_replicas(tick: &Tick, tol: Tolerances, mut samples: BTreeMap<Str
         }
     }
     let (new_ratio, _) = usage_ratio(&samples, target);
-    if tol.is_within(new_ratio) || (ratio < 1.0 && new_ratio > 1.0) || (ratio > 1.0 && new_ratio < 1.0) {
+    if tol.is_within(new_ratio)
+        || (ratio < 1.0 && new_ratio > 1.0)
+        || (ratio > 1.0 && new_ratio < 1.0)
+    {
         return Ok((current, usage));
     }
     let new_replicas = (new_ratio * samples.len() as f64).ceil() as i32;
@@ -466,7 +597,12 @@ fn plain_metric_replicas(tick: &Tick, tol: Tolerances, mut samples: BTreeMap<Str
 }
 
 /// Upstream's `getUsageRatioReplicaCount` (Object and External Value targets).
-fn usage_ratio_replicas(tick: &Tick, tol: Tolerances, current: i32, ratio: f64) -> Result<i32, String> {
+fn usage_ratio_replicas(
+    tick: &Tick,
+    tol: Tolerances,
+    current: i32,
+    ratio: f64,
+) -> Result<i32, String> {
     if current != 0 {
         if tol.is_within(ratio) {
             return Ok(current);
@@ -474,7 +610,11 @@ fn usage_ratio_replicas(tick: &Tick, tol: Tolerances, current: i32, ratio: f64) 
         if tick.pods.is_empty() {
             return Err("unable to calculate ready pods: no pods returned by selector while calculating replica count".into());
         }
-        let ready = tick.pods.iter().filter(|p| p.phase == Phase::Running && p.ready == Some(true)).count();
+        let ready = tick
+            .pods
+            .iter()
+            .filter(|p| p.phase == Phase::Running && p.ready == Some(true))
+            .count();
         Ok((ratio * ready as f64).ceil() as i32)
     } else {
         // Scale to zero or n pods depending on the ratio.
@@ -490,6 +630,10 @@ fn per_pod_replicas(tol: Tolerances, status_replicas: i32, usage: i64, target: i
     if !tol.is_within(ratio) {
         replicas = (usage as f64 / target as f64).ceil() as i32;
     }
-    let avg = if status_replicas > 0 { (usage as f64 / status_replicas as f64).ceil() as i64 } else { usage };
+    let avg = if status_replicas > 0 {
+        (usage as f64 / status_replicas as f64).ceil() as i64
+    } else {
+        usage
+    };
     (replicas, avg)
 }

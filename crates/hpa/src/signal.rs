@@ -43,7 +43,10 @@ impl Pipeline {
         let steps = ((s - start).ceil() as usize).max(1);
         let dt = (s - start) / steps as f64;
         let avg = if s > start {
-            (0..steps).map(|i| usage(start + (i as f64 + 0.5) * dt)).sum::<f64>() / steps as f64
+            (0..steps)
+                .map(|i| usage(start + (i as f64 + 0.5) * dt))
+                .sum::<f64>()
+                / steps as f64
         } else {
             usage(s)
         };
@@ -54,7 +57,10 @@ impl Pipeline {
 /// A counter's per-second rate over the `window` seconds ending at `t` (PromQL `rate`):
 /// counter resets are treated as restarts from zero.
 pub fn rate(counter: &Series, t: f64, window: f64) -> Option<f64> {
-    let inside: Vec<&(f64, f64)> = counter.iter().filter(|(ts, _)| *ts > t - window && *ts <= t).collect();
+    let inside: Vec<&(f64, f64)> = counter
+        .iter()
+        .filter(|(ts, _)| *ts > t - window && *ts <= t)
+        .collect();
     if inside.len() < 2 {
         return None;
     }
@@ -105,7 +111,11 @@ pub fn median(values: &[f64]) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 /// The mean after dropping the `trim` share (0–0.5) of values from each end.
@@ -127,18 +137,32 @@ mod tests {
     #[test]
     fn the_pipeline_shows_the_window_average_of_the_last_visible_scrape() {
         let p = Pipeline::default();
-        assert_eq!(p.observe(3.0, |_| 1.0), None, "nothing visible before the first delay");
+        assert_eq!(
+            p.observe(3.0, |_| 1.0),
+            None,
+            "nothing visible before the first delay"
+        );
         // A step from 0 to 10 at t=100: at t=112 the visible scrape is at 105 (window 90–105).
-        let (v, ts) = p.observe(112.0, |t| if t >= 100.0 { 10.0 } else { 0.0 }).unwrap();
+        let (v, ts) = p
+            .observe(112.0, |t| if t >= 100.0 { 10.0 } else { 0.0 })
+            .unwrap();
         assert_eq!(ts, 105.0);
         assert!((v - 10.0 / 3.0).abs() < 1e-9, "{v}");
-        let (v, _) = p.observe(130.0, |t| if t >= 100.0 { 10.0 } else { 0.0 }).unwrap();
+        let (v, _) = p
+            .observe(130.0, |t| if t >= 100.0 { 10.0 } else { 0.0 })
+            .unwrap();
         assert_eq!(v, 10.0);
     }
 
     #[test]
     fn rate_handles_counter_resets() {
-        let c = [(0.0, 0.0), (10.0, 100.0), (20.0, 200.0), (30.0, 50.0), (40.0, 150.0)];
+        let c = [
+            (0.0, 0.0),
+            (10.0, 100.0),
+            (20.0, 200.0),
+            (30.0, 50.0),
+            (40.0, 150.0),
+        ];
         // increases: 100, 100, 50 (reset), 100 over 40 s
         assert_eq!(rate(&c, 40.0, 60.0), Some(350.0 / 40.0));
         assert_eq!(rate(&c, 40.0, 5.0), None, "one sample is no rate");

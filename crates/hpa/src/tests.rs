@@ -3,9 +3,9 @@
 
 use super::*;
 use k8s_openapi::api::autoscaling::v2::{
-    ContainerResourceMetricSource, CrossVersionObjectReference, ExternalMetricSource, HPAScalingPolicy, HPAScalingRules,
-    HorizontalPodAutoscalerBehavior, MetricIdentifier, MetricSpec, MetricTarget, ObjectMetricSource, PodsMetricSource,
-    ResourceMetricSource,
+    ContainerResourceMetricSource, CrossVersionObjectReference, ExternalMetricSource,
+    HPAScalingPolicy, HPAScalingRules, HorizontalPodAutoscalerBehavior, MetricIdentifier,
+    MetricSpec, MetricTarget, ObjectMetricSource, PodsMetricSource, ResourceMetricSource,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
 
@@ -136,7 +136,11 @@ fn external(name: &str, kind: &str, v: &str) -> MetricSpec {
     }
 }
 
-fn rules(window: Option<i32>, select: Option<&str>, policies: &[(&str, i32, i32)]) -> HPAScalingRules {
+fn rules(
+    window: Option<i32>,
+    select: Option<&str>,
+    policies: &[(&str, i32, i32)],
+) -> HPAScalingRules {
     HPAScalingRules {
         stabilization_window_seconds: window,
         select_policy: select.map(str::to_string),
@@ -165,7 +169,12 @@ fn pod(name: &str, cpu: i64) -> PodInfo {
         ready_transition: ZERO_TIME,
         containers: vec![ContainerInfo {
             name: "app".into(),
-            requests: [("cpu".to_string(), cpu), ("memory".to_string(), 1024 * 1024 * 1024 * 1000)].into_iter().collect(),
+            requests: [
+                ("cpu".to_string(), cpu),
+                ("memory".to_string(), 1024 * 1024 * 1024 * 1000),
+            ]
+            .into_iter()
+            .collect(),
             sidecar: false,
         }],
     }
@@ -228,7 +237,10 @@ impl B {
 }
 
 fn cond<'a>(d: &'a Decision, t: &str) -> &'a Condition {
-    d.conditions.iter().find(|c| c.type_ == t).unwrap_or_else(|| panic!("no {t} condition in {:?}", d.conditions))
+    d.conditions
+        .iter()
+        .find(|c| c.type_ == t)
+        .unwrap_or_else(|| panic!("no {t} condition in {:?}", d.conditions))
 }
 
 fn reason(d: &Decision, t: &str) -> String {
@@ -257,74 +269,214 @@ macro_rules! case {
 
 case!(scales_up_in_proportion_to_utilization, B::new(3, vec![util("cpu", 50)]).cpu_all(1000), 6,
     "AbleToScale" => "True/SucceededRescale", "ScalingActive" => "True/ValidMetricFound", "ScalingLimited" => "False/DesiredWithinRange");
-case!(scales_down_in_proportion_to_utilization, B::new(4, vec![util("cpu", 50)]).cpu_all(250), 2);
+case!(
+    scales_down_in_proportion_to_utilization,
+    B::new(4, vec![util("cpu", 50)]).cpu_all(250),
+    2
+);
 case!(a_ratio_within_tolerance_keeps_the_current_count, B::new(4, vec![util("cpu", 50)]).cpu_all(520), 4,
     "AbleToScale" => "True/ReadyForNewScale");
-case!(a_ratio_of_exactly_one_plus_tolerance_is_still_within, B::new(4, vec![util("cpu", 50)]).cpu_all(550), 4);
-case!(a_ratio_just_above_tolerance_scales, B::new(4, vec![util("cpu", 50)]).cpu_all(560), 5);
+case!(
+    a_ratio_of_exactly_one_plus_tolerance_is_still_within,
+    B::new(4, vec![util("cpu", 50)]).cpu_all(550),
+    4
+);
+case!(
+    a_ratio_just_above_tolerance_scales,
+    B::new(4, vec![util("cpu", 50)]).cpu_all(560),
+    5
+);
 // 55.9% truncates to 55%: a ratio of exactly 1.1, within tolerance (1.118 would not be).
-case!(utilization_is_truncated_to_a_whole_percent_before_the_ratio, B::new(4, vec![util("cpu", 50)]).cpu_all(559), 4);
-case!(a_per_direction_scale_up_tolerance_in_behavior_wins, B::new(4, vec![util("cpu", 50)]).cpu_all(530).with(|t| {
-    t.spec.behavior = Some(HorizontalPodAutoscalerBehavior { scale_up: Some(HPAScalingRules { tolerance: q("0.05"), ..Default::default() }), scale_down: None });
-}), 5);
-case!(a_per_direction_scale_down_tolerance_in_behavior_wins, B::new(10, vec![util("cpu", 50)]).cpu_all(450).with(|t| {
-    t.spec.behavior = Some(HorizontalPodAutoscalerBehavior { scale_up: None, scale_down: Some(HPAScalingRules { tolerance: q("0.01"), stabilization_window_seconds: Some(0), ..Default::default() }) });
-}), 9);
-case!(the_controller_wide_tolerance_applies_without_behavior, B::new(4, vec![util("cpu", 50)]).cpu_all(570).with(|t| {
-    t.controller.tolerance_up = 0.2;
-}), 4);
-case!(missing_pods_count_as_full_usage_when_scaling_down, B::new(4, vec![util("cpu", 50)]).cpu(&[Some(100), Some(100), Some(100), None]), 3);
-case!(missing_pods_count_as_zero_usage_when_scaling_up, B::new(4, vec![util("cpu", 50)]).cpu(&[Some(1000), Some(1000), Some(1000), None]), 6);
-case!(missing_pods_count_at_the_target_when_it_is_above_one_hundred_percent, B::new(4, vec![util("cpu", 150)]).cpu(&[Some(500), Some(500), Some(500), None]), 2);
-case!(missing_pods_that_would_reverse_the_direction_keep_the_current_count, B::new(2, vec![util("cpu", 50)]).cpu(&[Some(400), None]), 2);
-case!(unready_pods_count_as_zero_usage_when_scaling_up, B::new(4, vec![util("cpu", 50)]).cpu(&[Some(1000), Some(1000), Some(1000), None]).with(|t| {
-    t.pods[3].phase = Phase::Pending;
-}), 6);
-case!(unready_pods_are_ignored_when_scaling_down, B::new(4, vec![util("cpu", 50)]).cpu(&[Some(100), Some(100), Some(100), Some(900)]).with(|t| {
-    t.pods[3].phase = Phase::Pending;
-}), 1);
-case!(unready_pods_that_would_reverse_a_scale_up_keep_the_current_count, B::new(4, vec![util("cpu", 50)]).cpu(&[Some(600), Some(1000), Some(1000), Some(1000)]).with(|t| {
-    for p in &mut t.pods[1..] { p.phase = Phase::Pending; }
-}), 4);
-case!(a_sample_taken_before_a_full_window_after_readiness_is_ignored_during_cpu_initialization, B::new(2, vec![util("cpu", 50)]).cpu(&[Some(1000), Some(5000)]).with(|t| {
-    t.pods[1].start = -60.0;
-    t.pods[1].ready_transition = -10.0;
-}), 2);
-case!(a_ready_pod_with_a_full_window_counts_during_cpu_initialization, B::new(2, vec![util("cpu", 50)]).cpu(&[Some(1000), Some(5000)]).with(|t| {
-    t.pods[1].start = -200.0;
-    t.pods[1].ready_transition = -120.0;
-}), 4);
-case!(an_unready_pod_during_cpu_initialization_is_ignored, B::new(2, vec![util("cpu", 50)]).cpu(&[Some(500), Some(5000)]).with(|t| {
-    t.pods[1].start = -100.0;
-    t.pods[1].ready = Some(false);
-}), 2);
-case!(after_initialization_a_pod_never_ready_is_ignored, B::new(2, vec![util("cpu", 50)]).cpu(&[Some(500), Some(5000)]).with(|t| {
-    t.pods[1].start = -1000.0;
-    t.pods[1].ready = Some(false);
-    t.pods[1].ready_transition = -990.0;
-}), 2);
-case!(after_initialization_a_pod_that_became_unready_later_still_counts, B::new(2, vec![util("cpu", 50)]).cpu(&[Some(500), Some(5000)]).with(|t| {
-    t.pods[1].start = -1000.0;
-    t.pods[1].ready = Some(false);
-    t.pods[1].ready_transition = -500.0;
-}), 4);
-case!(a_pod_without_a_ready_condition_is_unready_for_cpu, B::new(2, vec![util("cpu", 50)]).cpu(&[Some(500), Some(5000)]).with(|t| {
-    t.pods[1].ready = None;
-}), 2);
-case!(memory_metrics_do_not_look_at_readiness, B::new(2, vec![util("memory", 50)]).with(|t| {
-    t.pods[1].ready = Some(false);
-    let gib = 1024i64 * 1024 * 1024 * 1000;
-    t.metrics.resource.insert("memory".into(), [("p0".to_string(), gib), ("p1".to_string(), gib)].into_iter().collect());
-}), 4);
-case!(failed_pods_are_ignored, B::new(3, vec![util("cpu", 50)]).cpu(&[Some(1000), Some(1000), Some(9000)]).with(|t| {
-    t.pods[2].phase = Phase::Failed;
-}), 4);
-case!(succeeded_pods_are_ignored, B::new(3, vec![util("cpu", 50)]).cpu(&[Some(1000), Some(1000), Some(9000)]).with(|t| {
-    t.pods[2].phase = Phase::Succeeded;
-}), 4);
-case!(pods_being_deleted_are_ignored, B::new(3, vec![util("cpu", 50)]).cpu(&[Some(1000), Some(1000), Some(9000)]).with(|t| {
-    t.pods[2].deleting = true;
-}), 4);
+case!(
+    utilization_is_truncated_to_a_whole_percent_before_the_ratio,
+    B::new(4, vec![util("cpu", 50)]).cpu_all(559),
+    4
+);
+case!(
+    a_per_direction_scale_up_tolerance_in_behavior_wins,
+    B::new(4, vec![util("cpu", 50)]).cpu_all(530).with(|t| {
+        t.spec.behavior = Some(HorizontalPodAutoscalerBehavior {
+            scale_up: Some(HPAScalingRules {
+                tolerance: q("0.05"),
+                ..Default::default()
+            }),
+            scale_down: None,
+        });
+    }),
+    5
+);
+case!(
+    a_per_direction_scale_down_tolerance_in_behavior_wins,
+    B::new(10, vec![util("cpu", 50)]).cpu_all(450).with(|t| {
+        t.spec.behavior = Some(HorizontalPodAutoscalerBehavior {
+            scale_up: None,
+            scale_down: Some(HPAScalingRules {
+                tolerance: q("0.01"),
+                stabilization_window_seconds: Some(0),
+                ..Default::default()
+            }),
+        });
+    }),
+    9
+);
+case!(
+    the_controller_wide_tolerance_applies_without_behavior,
+    B::new(4, vec![util("cpu", 50)]).cpu_all(570).with(|t| {
+        t.controller.tolerance_up = 0.2;
+    }),
+    4
+);
+case!(
+    missing_pods_count_as_full_usage_when_scaling_down,
+    B::new(4, vec![util("cpu", 50)]).cpu(&[Some(100), Some(100), Some(100), None]),
+    3
+);
+case!(
+    missing_pods_count_as_zero_usage_when_scaling_up,
+    B::new(4, vec![util("cpu", 50)]).cpu(&[Some(1000), Some(1000), Some(1000), None]),
+    6
+);
+case!(
+    missing_pods_count_at_the_target_when_it_is_above_one_hundred_percent,
+    B::new(4, vec![util("cpu", 150)]).cpu(&[Some(500), Some(500), Some(500), None]),
+    2
+);
+case!(
+    missing_pods_that_would_reverse_the_direction_keep_the_current_count,
+    B::new(2, vec![util("cpu", 50)]).cpu(&[Some(400), None]),
+    2
+);
+case!(
+    unready_pods_count_as_zero_usage_when_scaling_up,
+    B::new(4, vec![util("cpu", 50)])
+        .cpu(&[Some(1000), Some(1000), Some(1000), None])
+        .with(|t| {
+            t.pods[3].phase = Phase::Pending;
+        }),
+    6
+);
+case!(
+    unready_pods_are_ignored_when_scaling_down,
+    B::new(4, vec![util("cpu", 50)])
+        .cpu(&[Some(100), Some(100), Some(100), Some(900)])
+        .with(|t| {
+            t.pods[3].phase = Phase::Pending;
+        }),
+    1
+);
+case!(
+    unready_pods_that_would_reverse_a_scale_up_keep_the_current_count,
+    B::new(4, vec![util("cpu", 50)])
+        .cpu(&[Some(600), Some(1000), Some(1000), Some(1000)])
+        .with(|t| {
+            for p in &mut t.pods[1..] {
+                p.phase = Phase::Pending;
+            }
+        }),
+    4
+);
+case!(
+    a_sample_taken_before_a_full_window_after_readiness_is_ignored_during_cpu_initialization,
+    B::new(2, vec![util("cpu", 50)])
+        .cpu(&[Some(1000), Some(5000)])
+        .with(|t| {
+            t.pods[1].start = -60.0;
+            t.pods[1].ready_transition = -10.0;
+        }),
+    2
+);
+case!(
+    a_ready_pod_with_a_full_window_counts_during_cpu_initialization,
+    B::new(2, vec![util("cpu", 50)])
+        .cpu(&[Some(1000), Some(5000)])
+        .with(|t| {
+            t.pods[1].start = -200.0;
+            t.pods[1].ready_transition = -120.0;
+        }),
+    4
+);
+case!(
+    an_unready_pod_during_cpu_initialization_is_ignored,
+    B::new(2, vec![util("cpu", 50)])
+        .cpu(&[Some(500), Some(5000)])
+        .with(|t| {
+            t.pods[1].start = -100.0;
+            t.pods[1].ready = Some(false);
+        }),
+    2
+);
+case!(
+    after_initialization_a_pod_never_ready_is_ignored,
+    B::new(2, vec![util("cpu", 50)])
+        .cpu(&[Some(500), Some(5000)])
+        .with(|t| {
+            t.pods[1].start = -1000.0;
+            t.pods[1].ready = Some(false);
+            t.pods[1].ready_transition = -990.0;
+        }),
+    2
+);
+case!(
+    after_initialization_a_pod_that_became_unready_later_still_counts,
+    B::new(2, vec![util("cpu", 50)])
+        .cpu(&[Some(500), Some(5000)])
+        .with(|t| {
+            t.pods[1].start = -1000.0;
+            t.pods[1].ready = Some(false);
+            t.pods[1].ready_transition = -500.0;
+        }),
+    4
+);
+case!(
+    a_pod_without_a_ready_condition_is_unready_for_cpu,
+    B::new(2, vec![util("cpu", 50)])
+        .cpu(&[Some(500), Some(5000)])
+        .with(|t| {
+            t.pods[1].ready = None;
+        }),
+    2
+);
+case!(
+    memory_metrics_do_not_look_at_readiness,
+    B::new(2, vec![util("memory", 50)]).with(|t| {
+        t.pods[1].ready = Some(false);
+        let gib = 1024i64 * 1024 * 1024 * 1000;
+        t.metrics.resource.insert(
+            "memory".into(),
+            [("p0".to_string(), gib), ("p1".to_string(), gib)]
+                .into_iter()
+                .collect(),
+        );
+    }),
+    4
+);
+case!(
+    failed_pods_are_ignored,
+    B::new(3, vec![util("cpu", 50)])
+        .cpu(&[Some(1000), Some(1000), Some(9000)])
+        .with(|t| {
+            t.pods[2].phase = Phase::Failed;
+        }),
+    4
+);
+case!(
+    succeeded_pods_are_ignored,
+    B::new(3, vec![util("cpu", 50)])
+        .cpu(&[Some(1000), Some(1000), Some(9000)])
+        .with(|t| {
+            t.pods[2].phase = Phase::Succeeded;
+        }),
+    4
+);
+case!(
+    pods_being_deleted_are_ignored,
+    B::new(3, vec![util("cpu", 50)])
+        .cpu(&[Some(1000), Some(1000), Some(9000)])
+        .with(|t| {
+            t.pods[2].deleting = true;
+        }),
+    4
+);
 case!(a_pod_without_a_request_for_the_resource_is_an_error, B::new(2, vec![util("cpu", 50)]).cpu_all(1000).with(|t| {
     t.pods[1].containers[0].requests.remove("cpu");
 }), 2, "ScalingActive" => "False/FailedGetResourceMetric");
@@ -336,53 +488,151 @@ case!(a_selector_matching_no_pods_is_an_error, B::new(2, vec![util("cpu", 50)]).
 case!(metrics_only_for_unready_pods_are_an_error, B::new(2, vec![util("cpu", 50)]).cpu_all(1000).with(|t| {
     for p in &mut t.pods { p.phase = Phase::Pending; }
 }), 2, "ScalingActive" => "False/FailedGetResourceMetric");
-case!(a_resource_average_value_target_divides_usage_per_pod, B::new(3, vec![avg_value("cpu", "500m")]).cpu_all(1000), 6);
-case!(a_container_resource_metric_reads_only_that_container, B::new(2, vec![container_util("app", "cpu", 50)]).with(|t| {
-    for p in &mut t.pods {
-        p.containers.push(ContainerInfo { name: "proxy".into(), requests: [("cpu".to_string(), 4000)].into_iter().collect(), sidecar: false });
-    }
-    t.metrics.container_resource.insert("app".into(), [("cpu".to_string(), [("p0".to_string(), 1000), ("p1".to_string(), 1000)].into_iter().collect())].into_iter().collect());
-}), 4);
-case!(sidecar_requests_count_toward_pod_utilization, B::new(2, vec![util("cpu", 50)]).cpu_all(1000).with(|t| {
-    for p in &mut t.pods {
-        p.containers.push(ContainerInfo { name: "proxy".into(), requests: [("cpu".to_string(), 1000)].into_iter().collect(), sidecar: true });
-    }
-}), 2);
+case!(
+    a_resource_average_value_target_divides_usage_per_pod,
+    B::new(3, vec![avg_value("cpu", "500m")]).cpu_all(1000),
+    6
+);
+case!(
+    a_container_resource_metric_reads_only_that_container,
+    B::new(2, vec![container_util("app", "cpu", 50)]).with(|t| {
+        for p in &mut t.pods {
+            p.containers.push(ContainerInfo {
+                name: "proxy".into(),
+                requests: [("cpu".to_string(), 4000)].into_iter().collect(),
+                sidecar: false,
+            });
+        }
+        t.metrics.container_resource.insert(
+            "app".into(),
+            [(
+                "cpu".to_string(),
+                [("p0".to_string(), 1000), ("p1".to_string(), 1000)]
+                    .into_iter()
+                    .collect(),
+            )]
+            .into_iter()
+            .collect(),
+        );
+    }),
+    4
+);
+case!(
+    sidecar_requests_count_toward_pod_utilization,
+    B::new(2, vec![util("cpu", 50)]).cpu_all(1000).with(|t| {
+        for p in &mut t.pods {
+            p.containers.push(ContainerInfo {
+                name: "proxy".into(),
+                requests: [("cpu".to_string(), 1000)].into_iter().collect(),
+                sidecar: true,
+            });
+        }
+    }),
+    2
+);
 
 // ---- Pods, Object and External metrics ----
 
-case!(a_pods_metric_scales_on_the_average_per_pod, B::new(2, vec![pods_metric("rps", "10")]).with(|t| {
-    t.metrics.pods.insert("rps".into(), [("p0".to_string(), 20_000), ("p1".to_string(), 20_000)].into_iter().collect());
-}), 4);
-case!(a_pods_metric_fills_missing_pods_with_the_target_when_scaling_down, B::new(4, vec![pods_metric("rps", "10")]).with(|t| {
-    t.metrics.pods.insert("rps".into(), [("p0".to_string(), 2_000), ("p1".to_string(), 2_000), ("p2".to_string(), 2_000)].into_iter().collect());
-}), 2);
-case!(a_pods_metric_fills_missing_pods_with_zero_when_scaling_up, B::new(4, vec![pods_metric("rps", "10")]).with(|t| {
-    t.metrics.pods.insert("rps".into(), [("p0".to_string(), 30_000), ("p1".to_string(), 30_000), ("p2".to_string(), 30_000)].into_iter().collect());
-}), 8);
-case!(a_pods_metric_ignores_readiness, B::new(2, vec![pods_metric("rps", "10")]).with(|t| {
-    t.pods[1].ready = Some(false);
-    t.metrics.pods.insert("rps".into(), [("p0".to_string(), 20_000), ("p1".to_string(), 20_000)].into_iter().collect());
-}), 4);
-case!(an_object_value_target_scales_by_ready_pods, B::new(3, vec![object("rps", "Value", "100")]).with(|t| {
-    t.metrics.object.insert("rps".into(), 200_000);
-}), 6);
-case!(an_object_value_target_counts_only_running_ready_pods, B::new(4, vec![object("rps", "Value", "100")]).with(|t| {
-    t.pods[3].ready = Some(false);
-    t.metrics.object.insert("rps".into(), 200_000);
-}), 6);
-case!(an_object_value_within_tolerance_keeps_the_current_count, B::new(3, vec![object("rps", "Value", "100")]).with(|t| {
-    t.metrics.object.insert("rps".into(), 105_000);
-}), 3);
-case!(an_object_average_value_target_divides_by_status_replicas, B::new(4, vec![object("rps", "AverageValue", "50")]).with(|t| {
-    t.metrics.object.insert("rps".into(), 300_000);
-}), 6);
-case!(an_external_value_target_scales_by_ready_pods, B::new(2, vec![external("queue", "Value", "30")]).with(|t| {
-    t.metrics.external.insert("queue".into(), 60_000);
-}), 4);
-case!(an_external_average_value_target_needs_usage_over_target_replicas, B::new(3, vec![external("queue", "AverageValue", "30")]).with(|t| {
-    t.metrics.external.insert("queue".into(), 150_000);
-}), 5);
+case!(
+    a_pods_metric_scales_on_the_average_per_pod,
+    B::new(2, vec![pods_metric("rps", "10")]).with(|t| {
+        t.metrics.pods.insert(
+            "rps".into(),
+            [("p0".to_string(), 20_000), ("p1".to_string(), 20_000)]
+                .into_iter()
+                .collect(),
+        );
+    }),
+    4
+);
+case!(
+    a_pods_metric_fills_missing_pods_with_the_target_when_scaling_down,
+    B::new(4, vec![pods_metric("rps", "10")]).with(|t| {
+        t.metrics.pods.insert(
+            "rps".into(),
+            [
+                ("p0".to_string(), 2_000),
+                ("p1".to_string(), 2_000),
+                ("p2".to_string(), 2_000),
+            ]
+            .into_iter()
+            .collect(),
+        );
+    }),
+    2
+);
+case!(
+    a_pods_metric_fills_missing_pods_with_zero_when_scaling_up,
+    B::new(4, vec![pods_metric("rps", "10")]).with(|t| {
+        t.metrics.pods.insert(
+            "rps".into(),
+            [
+                ("p0".to_string(), 30_000),
+                ("p1".to_string(), 30_000),
+                ("p2".to_string(), 30_000),
+            ]
+            .into_iter()
+            .collect(),
+        );
+    }),
+    8
+);
+case!(
+    a_pods_metric_ignores_readiness,
+    B::new(2, vec![pods_metric("rps", "10")]).with(|t| {
+        t.pods[1].ready = Some(false);
+        t.metrics.pods.insert(
+            "rps".into(),
+            [("p0".to_string(), 20_000), ("p1".to_string(), 20_000)]
+                .into_iter()
+                .collect(),
+        );
+    }),
+    4
+);
+case!(
+    an_object_value_target_scales_by_ready_pods,
+    B::new(3, vec![object("rps", "Value", "100")]).with(|t| {
+        t.metrics.object.insert("rps".into(), 200_000);
+    }),
+    6
+);
+case!(
+    an_object_value_target_counts_only_running_ready_pods,
+    B::new(4, vec![object("rps", "Value", "100")]).with(|t| {
+        t.pods[3].ready = Some(false);
+        t.metrics.object.insert("rps".into(), 200_000);
+    }),
+    6
+);
+case!(
+    an_object_value_within_tolerance_keeps_the_current_count,
+    B::new(3, vec![object("rps", "Value", "100")]).with(|t| {
+        t.metrics.object.insert("rps".into(), 105_000);
+    }),
+    3
+);
+case!(
+    an_object_average_value_target_divides_by_status_replicas,
+    B::new(4, vec![object("rps", "AverageValue", "50")]).with(|t| {
+        t.metrics.object.insert("rps".into(), 300_000);
+    }),
+    6
+);
+case!(
+    an_external_value_target_scales_by_ready_pods,
+    B::new(2, vec![external("queue", "Value", "30")]).with(|t| {
+        t.metrics.external.insert("queue".into(), 60_000);
+    }),
+    4
+);
+case!(
+    an_external_average_value_target_needs_usage_over_target_replicas,
+    B::new(3, vec![external("queue", "AverageValue", "30")]).with(|t| {
+        t.metrics.external.insert("queue".into(), 150_000);
+    }),
+    5
+);
 case!(a_missing_object_metric_is_failed_get_object_metric, B::new(2, vec![object("rps", "Value", "100")]), 2,
     "ScalingActive" => "False/FailedGetObjectMetric");
 case!(a_missing_external_metric_is_failed_get_external_metric, B::new(2, vec![external("queue", "Value", "100")]), 2,
@@ -397,14 +647,24 @@ case!(an_unknown_metric_type_is_an_invalid_metric_source_type, B::new(2, vec![Me
 
 // ---- Several metrics ----
 
-case!(several_metrics_take_the_largest_proposal, B::new(2, vec![util("cpu", 50), external("queue", "Value", "10")]).cpu_all(500).with(|t| {
-    t.metrics.external.insert("queue".into(), 50_000);
-}), 4);
+case!(
+    several_metrics_take_the_largest_proposal,
+    B::new(2, vec![util("cpu", 50), external("queue", "Value", "10")])
+        .cpu_all(500)
+        .with(|t| {
+            t.metrics.external.insert("queue".into(), 50_000);
+        }),
+    4
+);
 case!(a_partly_invalid_set_of_metrics_still_scales_up, B::new(2, vec![object("missing", "Value", "1"), util("cpu", 50)]).cpu_all(2000), 4,
     "ScalingActive" => "True/ValidMetricFound");
 case!(a_partly_invalid_set_of_metrics_never_scales_down, B::new(4, vec![object("missing", "Value", "1"), util("cpu", 50)]).cpu_all(100), 4,
     "ScalingActive" => "False/FailedGetObjectMetric");
-case!(no_metrics_listed_means_cpu_at_eighty_percent, B::new(2, vec![]).cpu_all(1600), 4);
+case!(
+    no_metrics_listed_means_cpu_at_eighty_percent,
+    B::new(2, vec![]).cpu_all(1600),
+    4
+);
 
 // ---- Normalization without behavior ----
 
@@ -419,45 +679,128 @@ case!(min_replicas_floors_the_desired_count, B::new(4, vec![util("cpu", 50)]).cp
 case!(downscale_stabilization_keeps_the_highest_recent_recommendation, B::new(6, vec![util("cpu", 50)]).cpu_all(100).with(|t| {
     t.history.recommendations = Some(vec![Recommendation { at: -100.0, replicas: 5 }]);
 }), 5, "AbleToScale" => "True/SucceededRescale");
-case!(recommendations_older_than_the_window_are_forgotten, B::new(6, vec![util("cpu", 50)]).cpu_all(100).with(|t| {
-    t.history.recommendations = Some(vec![Recommendation { at: -301.0, replicas: 6 }]);
-}), 2);
+case!(
+    recommendations_older_than_the_window_are_forgotten,
+    B::new(6, vec![util("cpu", 50)]).cpu_all(100).with(|t| {
+        t.history.recommendations = Some(vec![Recommendation {
+            at: -301.0,
+            replicas: 6,
+        }]);
+    }),
+    2
+);
 case!(on_first_sight_the_current_count_counts_as_a_recent_recommendation, B::new(6, vec![util("cpu", 50)]).cpu_all(100).with(|t| {
     t.history.recommendations = None;
 }), 6, "AbleToScale" => "True/ScaleDownStabilized");
 case!(a_count_above_max_is_brought_down_without_reading_metrics, B::new(12, vec![util("cpu", 50)]).with(|t| t.spec.max_replicas = 10), 10,
     "AbleToScale" => "True/SucceededRescale");
-case!(a_count_below_min_is_brought_up_without_reading_metrics, B::new(1, vec![util("cpu", 50)]).with(|t| t.spec.min_replicas = Some(3)), 3);
+case!(
+    a_count_below_min_is_brought_up_without_reading_metrics,
+    B::new(1, vec![util("cpu", 50)]).with(|t| t.spec.min_replicas = Some(3)),
+    3
+);
 case!(a_target_at_zero_replicas_with_a_nonzero_minimum_is_not_scaled, B::new(0, vec![util("cpu", 50)]), 0,
     "ScalingActive" => "False/ScalingDisabled");
-case!(a_given_recommendation_skips_the_metrics, B::new(2, vec![util("cpu", 50)]).with(|t| t.recommendation = Some(3)), 3);
+case!(
+    a_given_recommendation_skips_the_metrics,
+    B::new(2, vec![util("cpu", 50)]).with(|t| t.recommendation = Some(3)),
+    3
+);
 
 // ---- Behavior ----
 
-fn with_behavior(up: Option<HPAScalingRules>, down: Option<HPAScalingRules>) -> impl FnOnce(&mut Tick) {
-    move |t| t.spec.behavior = Some(HorizontalPodAutoscalerBehavior { scale_up: up, scale_down: down })
+fn with_behavior(
+    up: Option<HPAScalingRules>,
+    down: Option<HPAScalingRules>,
+) -> impl FnOnce(&mut Tick) {
+    move |t| {
+        t.spec.behavior = Some(HorizontalPodAutoscalerBehavior {
+            scale_up: up,
+            scale_down: down,
+        })
+    }
 }
 
 case!(a_pods_policy_limits_how_many_pods_are_added_per_period, B::new(4, vec![util("cpu", 50)]).cpu_all(2000)
     .with(with_behavior(Some(rules(None, None, &[("Pods", 2, 60)])), None)), 6, "ScalingLimited" => "True/ScaleUpLimit");
 case!(a_percent_policy_limits_how_many_pods_are_removed_per_period, B::new(10, vec![util("cpu", 50)]).cpu_all(100)
     .with(with_behavior(None, Some(rules(Some(0), None, &[("Percent", 50, 60)])))), 5, "ScalingLimited" => "True/ScaleDownLimit");
-case!(select_policy_max_takes_the_policy_allowing_the_most_change, B::new(10, vec![util("cpu", 50)]).cpu_all(5000)
-    .with(with_behavior(Some(rules(None, Some("Max"), &[("Pods", 4, 60), ("Percent", 50, 60)])), None)), 15);
-case!(select_policy_min_takes_the_policy_allowing_the_least_change, B::new(10, vec![util("cpu", 50)]).cpu_all(5000)
-    .with(with_behavior(Some(rules(None, Some("Min"), &[("Pods", 4, 60), ("Percent", 50, 60)])), None)), 14);
-case!(select_policy_disabled_stops_scaling_in_that_direction, B::new(10, vec![util("cpu", 50)]).cpu_all(100)
-    .with(with_behavior(None, Some(rules(Some(0), Some("Disabled"), &[])))), 10);
+case!(
+    select_policy_max_takes_the_policy_allowing_the_most_change,
+    B::new(10, vec![util("cpu", 50)])
+        .cpu_all(5000)
+        .with(with_behavior(
+            Some(rules(
+                None,
+                Some("Max"),
+                &[("Pods", 4, 60), ("Percent", 50, 60)]
+            )),
+            None
+        )),
+    15
+);
+case!(
+    select_policy_min_takes_the_policy_allowing_the_least_change,
+    B::new(10, vec![util("cpu", 50)])
+        .cpu_all(5000)
+        .with(with_behavior(
+            Some(rules(
+                None,
+                Some("Min"),
+                &[("Pods", 4, 60), ("Percent", 50, 60)]
+            )),
+            None
+        )),
+    14
+);
+case!(
+    select_policy_disabled_stops_scaling_in_that_direction,
+    B::new(10, vec![util("cpu", 50)])
+        .cpu_all(100)
+        .with(with_behavior(
+            None,
+            Some(rules(Some(0), Some("Disabled"), &[]))
+        )),
+    10
+);
 case!(scale_events_within_the_period_count_against_the_policy, B::new(6, vec![util("cpu", 50)]).cpu_all(2000)
     .with(with_behavior(Some(rules(None, None, &[("Pods", 2, 60)])), None))
     .with(|t| t.history.scale_up_events = vec![ScaleEvent { at: -30.0, change: 2, outdated: false }]), 6, "ScalingLimited" => "True/ScaleUpLimit");
-case!(scale_events_older_than_the_period_do_not_count, B::new(6, vec![util("cpu", 50)]).cpu_all(2000)
-    .with(with_behavior(Some(rules(None, None, &[("Pods", 2, 60)])), None))
-    .with(|t| t.history.scale_up_events = vec![ScaleEvent { at: -61.0, change: 2, outdated: false }]), 8);
-case!(a_percent_scale_up_rounds_up, B::new(3, vec![util("cpu", 50)]).cpu_all(5000)
-    .with(with_behavior(Some(rules(None, None, &[("Percent", 10, 60)])), None)), 4);
-case!(a_percent_scale_down_rounds_down, B::new(9, vec![util("cpu", 50)]).cpu_all(10)
-    .with(with_behavior(None, Some(rules(Some(0), None, &[("Percent", 10, 60)])))), 8);
+case!(
+    scale_events_older_than_the_period_do_not_count,
+    B::new(6, vec![util("cpu", 50)])
+        .cpu_all(2000)
+        .with(with_behavior(
+            Some(rules(None, None, &[("Pods", 2, 60)])),
+            None
+        ))
+        .with(|t| t.history.scale_up_events = vec![ScaleEvent {
+            at: -61.0,
+            change: 2,
+            outdated: false
+        }]),
+    8
+);
+case!(
+    a_percent_scale_up_rounds_up,
+    B::new(3, vec![util("cpu", 50)])
+        .cpu_all(5000)
+        .with(with_behavior(
+            Some(rules(None, None, &[("Percent", 10, 60)])),
+            None
+        )),
+    4
+);
+case!(
+    a_percent_scale_down_rounds_down,
+    B::new(9, vec![util("cpu", 50)])
+        .cpu_all(10)
+        .with(with_behavior(
+            None,
+            Some(rules(Some(0), None, &[("Percent", 10, 60)]))
+        )),
+    8
+);
 case!(a_scale_up_stabilization_window_takes_the_lowest_recent_recommendation, B::new(4, vec![util("cpu", 50)]).cpu_all(2500)
     .with(with_behavior(Some(rules(Some(60), None, &[("Percent", 1000, 15)])), None))
     .with(|t| t.history.recommendations = Some(vec![Recommendation { at: -30.0, replicas: 5 }])), 5,
@@ -473,26 +816,51 @@ case!(a_behavior_scale_down_below_min_is_too_few_replicas, B::new(4, vec![util("
 
 // ---- Scale to zero ----
 
-case!(an_external_metric_scales_a_workload_from_zero, B::new(0, vec![external("queue", "Value", "10")]).with(|t| {
-    t.spec.min_replicas = Some(0);
-    t.metrics.external.insert("queue".into(), 30_000);
-}), 3);
-case!(an_external_metric_of_zero_keeps_a_workload_at_zero, B::new(0, vec![external("queue", "Value", "10")]).with(|t| {
-    t.spec.min_replicas = Some(0);
-    t.metrics.external.insert("queue".into(), 0);
-}), 0);
-case!(an_idle_object_metric_scales_to_zero_when_min_is_zero, B::new(2, vec![object("rps", "AverageValue", "10")]).with(|t| {
-    t.spec.min_replicas = Some(0);
-    t.metrics.object.insert("rps".into(), 0);
-    t.history.recommendations = Some(vec![Recommendation { at: -400.0, replicas: 2 }]);
-}), 0);
+case!(
+    an_external_metric_scales_a_workload_from_zero,
+    B::new(0, vec![external("queue", "Value", "10")]).with(|t| {
+        t.spec.min_replicas = Some(0);
+        t.metrics.external.insert("queue".into(), 30_000);
+    }),
+    3
+);
+case!(
+    an_external_metric_of_zero_keeps_a_workload_at_zero,
+    B::new(0, vec![external("queue", "Value", "10")]).with(|t| {
+        t.spec.min_replicas = Some(0);
+        t.metrics.external.insert("queue".into(), 0);
+    }),
+    0
+);
+case!(
+    an_idle_object_metric_scales_to_zero_when_min_is_zero,
+    B::new(2, vec![object("rps", "AverageValue", "10")]).with(|t| {
+        t.spec.min_replicas = Some(0);
+        t.metrics.object.insert("rps".into(), 0);
+        t.history.recommendations = Some(vec![Recommendation {
+            at: -400.0,
+            replicas: 2,
+        }]);
+    }),
+    0
+);
 
 #[test]
 fn scale_events_are_remembered_only_with_behavior() {
     let d = B::new(3, vec![util("cpu", 50)]).cpu_all(1000).decide();
     assert!(d.history.scale_up_events.is_empty());
-    let d = B::new(3, vec![util("cpu", 50)]).cpu_all(1000).with(with_behavior(None, None)).decide();
-    assert_eq!(d.history.scale_up_events, vec![ScaleEvent { at: 0.0, change: 3, outdated: false }]);
+    let d = B::new(3, vec![util("cpu", 50)])
+        .cpu_all(1000)
+        .with(with_behavior(None, None))
+        .decide();
+    assert_eq!(
+        d.history.scale_up_events,
+        vec![ScaleEvent {
+            at: 0.0,
+            change: 3,
+            outdated: false
+        }]
+    );
 }
 
 #[test]
@@ -502,14 +870,33 @@ fn an_outdated_scale_event_slot_is_reused() {
         .with(with_behavior(None, None))
         .with(|t| {
             t.history.scale_up_events = vec![
-                ScaleEvent { at: -100.0, change: 1, outdated: false },
-                ScaleEvent { at: -5.0, change: 1, outdated: false },
+                ScaleEvent {
+                    at: -100.0,
+                    change: 1,
+                    outdated: false,
+                },
+                ScaleEvent {
+                    at: -5.0,
+                    change: 1,
+                    outdated: false,
+                },
             ]
         })
         .decide();
     assert_eq!(
         d.history.scale_up_events,
-        vec![ScaleEvent { at: 0.0, change: 3, outdated: false }, ScaleEvent { at: -5.0, change: 1, outdated: false }]
+        vec![
+            ScaleEvent {
+                at: 0.0,
+                change: 3,
+                outdated: false
+            },
+            ScaleEvent {
+                at: -5.0,
+                change: 1,
+                outdated: false
+            }
+        ]
     );
 }
 
@@ -519,7 +906,13 @@ fn the_issue_sequence_follows_the_downscale_window() {
     let mut history = History::default();
     let mut last_t = 0.0;
     let mut current = 3;
-    for (t, usage, want) in [(0.0, Some(1000), 6), (240.0, Some(500), 6), (400.0, Some(150), 6), (541.0, Some(150), 2), (600.0, None, 2)] {
+    for (t, usage, want) in [
+        (0.0, Some(1000), 6),
+        (240.0, Some(500), 6),
+        (400.0, Some(150), 6),
+        (541.0, Some(150), 2),
+        (600.0, None, 2),
+    ] {
         let dt = t - last_t;
         for r in history.recommendations.iter_mut().flatten() {
             r.at -= dt;

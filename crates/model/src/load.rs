@@ -69,22 +69,41 @@ pub fn documents(file: &str, text: &str) -> Result<Vec<Value>, LoadError> {
         file: file.to_string(),
         message,
     };
-    let trimmed = text.trim_start();
-    let mut docs = Vec::new();
-    if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: Value =
-            serde_json::from_str(text).map_err(|e| parse_err(format!("invalid JSON: {e}")))?;
-        match v {
-            Value::Array(items) => docs.extend(items),
-            v => docs.push(v),
-        }
-    } else {
+    let yaml = |text: &str| -> Result<Vec<Value>, LoadError> {
+        let mut docs = Vec::new();
         for d in serde_yaml::Deserializer::from_str(text) {
             let v = Value::deserialize(d).map_err(|e| parse_err(format!("invalid YAML: {e}")))?;
             if !v.is_null() {
                 docs.push(v);
             }
         }
+        Ok(docs)
+    };
+    let trimmed = text.trim_start();
+    let mut docs = Vec::new();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        // JSON (as kubectl prints it), or YAML's flow style.
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Array(items)) => docs.extend(items),
+            Ok(v) => docs.push(v),
+            Err(json_err) => match yaml(text) {
+                Ok(d) => {
+                    docs = d
+                        .into_iter()
+                        .flat_map(|v| {
+                            if let Value::Array(items) = v {
+                                items
+                            } else {
+                                vec![v]
+                            }
+                        })
+                        .collect()
+                }
+                Err(_) => return Err(parse_err(format!("invalid JSON: {json_err}"))),
+            },
+        }
+    } else {
+        docs = yaml(text)?;
     }
     let mut out = Vec::with_capacity(docs.len());
     for d in docs {

@@ -225,11 +225,21 @@ impl FakeCloudConfig {
                 "must be zero or more".into(),
             );
         }
-        if self.interruptions.maintenance_per_month.is_nan() || self.interruptions.maintenance_per_month < 0.0 {
-            return err("interruptions.maintenancePerMonth", "must be zero or more".into());
+        if self.interruptions.maintenance_per_month.is_nan()
+            || self.interruptions.maintenance_per_month < 0.0
+        {
+            return err(
+                "interruptions.maintenancePerMonth",
+                "must be zero or more".into(),
+            );
         }
-        if self.interruptions.maintenance_notice_seconds.is_nan() || self.interruptions.maintenance_notice_seconds < 0.0 {
-            return err("interruptions.maintenanceNoticeSeconds", "must be zero or more".into());
+        if self.interruptions.maintenance_notice_seconds.is_nan()
+            || self.interruptions.maintenance_notice_seconds < 0.0
+        {
+            return err(
+                "interruptions.maintenanceNoticeSeconds",
+                "must be zero or more".into(),
+            );
         }
         if self.api.rate_per_second == 0 {
             return err("api.ratePerSecond", "must be at least 1".into());

@@ -286,16 +286,29 @@ impl FakeCloud {
 
     /// Schedules a retirement of the instance at `when`: a ScheduledMaintenance event now, then
     /// the instance shuts down and terminates at `when`.
-    pub fn schedule_maintenance(&self, provider_id: &str, when: Duration) -> Result<(), CloudError> {
+    pub fn schedule_maintenance(
+        &self,
+        provider_id: &str,
+        when: Duration,
+    ) -> Result<(), CloudError> {
         let now = self.inner.clock.now();
         let mut st = self.inner.state.lock().expect("fake cloud state");
         self.advance(&mut st, now);
-        if !st.instances.get(provider_id).is_some_and(|i| i.state != InstanceState::Terminated) {
+        if st
+            .instances
+            .get(provider_id)
+            .is_none_or(|i| i.state == InstanceState::Terminated)
+        {
             return Err(CloudError::NotFound {
                 provider_id: provider_id.to_string(),
             });
         }
-        schedule(&mut st, now, Scheduled::MaintenanceNotice(when.max(now)), provider_id);
+        schedule(
+            &mut st,
+            now,
+            Scheduled::MaintenanceNotice(when.max(now)),
+            provider_id,
+        );
         schedule(&mut st, when.max(now), Scheduled::Retire, provider_id);
         self.advance(&mut st, now);
         Ok(())
@@ -336,11 +349,14 @@ impl FakeCloud {
                             reclaim_at: at + SPOT_WARNING,
                         })
                 }
-                Scheduled::MaintenanceNotice(when) => st.pending_events.push(InterruptionEvent::ScheduledMaintenance {
-                    provider_id: id,
-                    at,
-                    when,
-                }),
+                Scheduled::MaintenanceNotice(when) => {
+                    st.pending_events
+                        .push(InterruptionEvent::ScheduledMaintenance {
+                            provider_id: id,
+                            at,
+                            when,
+                        })
+                }
                 Scheduled::Retire => {
                     st.pending_events.push(InterruptionEvent::StateChange {
                         provider_id: id.clone(),
@@ -510,8 +526,15 @@ impl FakeCloud {
             let rate = ic.maintenance_per_month / MONTH;
             let u = unit(seed, &[&req.client_token], 30);
             let retire = now + Duration::from_secs_f64((-(1.0 - u).ln() / rate).min(1e9));
-            let notice = retire.saturating_sub(Duration::from_secs_f64(ic.maintenance_notice_seconds)).max(now);
-            schedule(&mut st, notice, Scheduled::MaintenanceNotice(retire), &provider_id);
+            let notice = retire
+                .saturating_sub(Duration::from_secs_f64(ic.maintenance_notice_seconds))
+                .max(now);
+            schedule(
+                &mut st,
+                notice,
+                Scheduled::MaintenanceNotice(retire),
+                &provider_id,
+            );
             schedule(&mut st, retire, Scheduled::Retire, &provider_id);
         }
         Ok(instance)

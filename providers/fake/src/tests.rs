@@ -408,10 +408,17 @@ fn the_same_seed_gives_the_same_cloud_and_another_seed_another() {
 #[test]
 fn scheduled_maintenance_gives_notice_then_retires_the_instance() {
     let (c, clock) = cloud(1);
-    let i = block_on(c.create(&with_capacity_type(request("m", &["m7i.large"]), "on-demand"))).unwrap();
-    c.schedule_maintenance(&i.provider_id, Duration::from_secs(3600)).unwrap();
+    let i = block_on(c.create(&with_capacity_type(
+        request("m", &["m7i.large"]),
+        "on-demand",
+    )))
+    .unwrap();
+    c.schedule_maintenance(&i.provider_id, Duration::from_secs(3600))
+        .unwrap();
     let ev = block_on(c.interruptions()).unwrap();
-    assert!(matches!(ev[..], [InterruptionEvent::ScheduledMaintenance { when, .. }] if when == Duration::from_secs(3600)));
+    assert!(
+        matches!(ev[..], [InterruptionEvent::ScheduledMaintenance { when, .. }] if when == Duration::from_secs(3600))
+    );
     clock.set(Duration::from_secs(3600));
     let ev = block_on(c.interruptions()).unwrap();
     let states: Vec<InstanceState> = ev
@@ -421,7 +428,10 @@ fn scheduled_maintenance_gives_notice_then_retires_the_instance() {
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(states, vec![InstanceState::ShuttingDown, InstanceState::Terminated]);
+    assert_eq!(
+        states,
+        vec![InstanceState::ShuttingDown, InstanceState::Terminated]
+    );
     assert!(block_on(c.list()).unwrap().is_empty());
 }
 
@@ -432,7 +442,10 @@ fn configured_maintenance_retires_some_instances_with_notice() {
     cfg.interruptions.maintenance_per_month = 30.0;
     cfg.interruptions.maintenance_notice_seconds = 3600.0;
     cfg.spot.enabled = false;
-    let c = Builder::new().config(cfg).clock(Arc::new(clock.clone())).build();
+    let c = Builder::new()
+        .config(cfg)
+        .clock(Arc::new(clock.clone()))
+        .build();
     for n in 0..10 {
         block_on(c.create(&request(&format!("n{n}"), &["m7i.large"]))).unwrap();
     }
@@ -441,18 +454,34 @@ fn configured_maintenance_retires_some_instances_with_notice() {
         clock.advance(Duration::from_secs(3600));
         for e in block_on(c.interruptions()).unwrap() {
             match e {
-                InterruptionEvent::ScheduledMaintenance { provider_id, at, when } => {
+                InterruptionEvent::ScheduledMaintenance {
+                    provider_id,
+                    at,
+                    when,
+                } => {
                     assert!(when >= at);
                     notices.insert(provider_id, when);
                 }
-                InterruptionEvent::StateChange { provider_id, at, state } => {
+                InterruptionEvent::StateChange {
+                    provider_id,
+                    at,
+                    state,
+                } => {
                     if state == InstanceState::Terminated {
-                        assert_eq!(notices.get(&provider_id), Some(&at), "retired when announced");
+                        assert_eq!(
+                            notices.get(&provider_id),
+                            Some(&at),
+                            "retired when announced"
+                        );
                     }
                 }
                 other => panic!("{other:?}"),
             }
         }
     }
-    assert!(notices.len() >= 5, "most of ten instances retire within ten days at 30/month: {}", notices.len());
+    assert!(
+        notices.len() >= 5,
+        "most of ten instances retire within ten days at 30/month: {}",
+        notices.len()
+    );
 }
