@@ -3,4 +3,5 @@
 pub mod bench;
 pub mod hpa_cmd;
 pub mod input;
+pub mod plan_cmd;
 pub mod table;

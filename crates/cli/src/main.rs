@@ -17,6 +17,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Plans new capacity for pending pods: which machines to buy, at what price.
+    Plan {
+        /// Pending pods (PodList / List / multi-document YAML); `-` for standard input.
+        #[arg(long)]
+        pods: String,
+        /// Instance-type catalog (the shared catalog format).
+        #[arg(long)]
+        catalog: String,
+        /// NodePool manifests (capstan.dev/v1 or karpenter.sh/v1); repeatable.
+        #[arg(long = "nodepool")]
+        nodepools: Vec<String>,
+        /// A cluster snapshot (`kubectl get nodes,pods -A -o json`): existing nodes take pods first.
+        #[arg(long)]
+        cluster: Option<String>,
+        #[arg(long, default_value = "default")]
+        strategy: String,
+        /// Seconds the `optimal` strategy may take.
+        #[arg(long = "time-limit", default_value_t = 10.0)]
+        time_limit: f64,
+        /// Most of the plan's spot vCPU one pool (type × zone) may hold.
+        #[arg(long = "spot-max-pool-share", default_value_t = 0.25)]
+        spot_max_pool_share: f64,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Benchmarks (run with --release).
     Bench {
         #[command(subcommand)]
@@ -76,6 +101,21 @@ enum BenchCommand {
         /// Solves per row at most (the median is reported; rows stop repeating after ~2 s).
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Each packing strategy on each recorded pod set in DIR, against the lower bound.
+    Packing {
+        #[arg(long)]
+        sets: String,
+        /// Catalog (default: the built-in AWS us-east-1 catalog).
+        #[arg(long)]
+        catalog: Option<String>,
+        /// Strategies to run; repeatable (default: all three).
+        #[arg(long = "strategy")]
+        strategies: Vec<String>,
+        #[arg(long = "time-limit", default_value_t = 10.0)]
+        time_limit: f64,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -263,6 +303,122 @@ fn hpa_decide(file: &str, output: Output) -> Result<()> {
     }
 }
 
+fn strategy(s: &str) -> Result<capstan_pack::Strategy> {
+    capstan_pack::Strategy::parse(s)
+        .ok_or_else(|| InputError(format!("--strategy: unknown strategy {s:?} (expected default, karpenter-ffd or optimal)")).into())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    pods: &str,
+    catalog: &str,
+    nodepools: &[String],
+    cluster: Option<&str>,
+    strategy_name: &str,
+    time_limit: f64,
+    spot_share: f64,
+    output: Output,
+) -> Result<()> {
+    use capstan_cli::plan_cmd;
+    let strategy = strategy(strategy_name)?;
+    if !(time_limit > 0.0) {
+        return Err(InputError(format!("--time-limit: must be positive, got {time_limit}")).into());
+    }
+    if !(0.0..=1.0).contains(&spot_share) || spot_share == 0.0 {
+        return Err(InputError(format!("--spot-max-pool-share: must be in (0, 1], got {spot_share}")).into());
+    }
+    let catalog = input::catalog(Some(catalog))?;
+    let mut pending = plan_cmd::read_pods(pods)?;
+    let nodepools = plan_cmd::read_nodepools(nodepools)?;
+    let snapshot = match cluster {
+        Some(c) => {
+            let (snap, more) = plan_cmd::read_cluster(c, &catalog)?;
+            pending.extend(more);
+            snap
+        }
+        None => Default::default(),
+    };
+    let p = plan_cmd::PlanInput {
+        pending,
+        snapshot,
+        nodepools,
+        catalog,
+    };
+    let options = capstan_pack::PackOptions {
+        strategy,
+        time_limit_seconds: time_limit,
+        spot_max_pool_share: spot_share,
+    };
+    let (r, ms) = plan_cmd::run(&p, &options)?;
+    let v = plan_cmd::plan_json(&p, &r, ms);
+    match output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&v)?)),
+        Output::Table => {
+            let rows: Vec<Vec<String>> = v["nodeclaims"]
+                .as_array()
+                .expect("array")
+                .iter()
+                .map(|c| {
+                    vec![
+                        c["name"].as_str().unwrap_or("").to_string(),
+                        c["instance_type"].as_str().unwrap_or("").to_string(),
+                        c["capacity_type"].as_str().unwrap_or("").to_string(),
+                        c["zone"].as_str().unwrap_or("").to_string(),
+                        format!("{:.4}", c["price_usd_per_hour"].as_f64().unwrap_or(0.0)),
+                        c["pods"].as_array().map(|a| a.len()).unwrap_or(0).to_string(),
+                    ]
+                })
+                .collect();
+            let mut out = table::render(&["NODECLAIM", "INSTANCE TYPE", "CAPACITY", "ZONE", "$/HOUR", "PODS"], &rows);
+            for b in v["existing"].as_array().expect("array") {
+                out.push_str(&format!("existing {}: {} pods\n", b["node"].as_str().unwrap_or(""), b["pods"].as_array().map(|a| a.len()).unwrap_or(0)));
+            }
+            for u in v["unschedulable"].as_array().expect("array") {
+                out.push_str(&format!("unschedulable {}: {}\n", u["pod"].as_str().unwrap_or(""), u["reason"].as_str().unwrap_or("")));
+            }
+            out.push_str(&format!(
+                "total {:.4} $/hour, lower bound {:.4} $/hour ({} strategy, {:.1} ms)\n",
+                r.total_price,
+                r.lower_bound,
+                r.strategy.name(),
+                ms
+            ));
+            emit(&out)
+        }
+    }
+}
+
+fn bench_packing(sets: &str, catalog: Option<&str>, strategies: &[String], time_limit: f64, output: Output) -> Result<()> {
+    let strategies: Vec<capstan_pack::Strategy> = if strategies.is_empty() {
+        vec![capstan_pack::Strategy::KarpenterFfd, capstan_pack::Strategy::Default, capstan_pack::Strategy::Optimal]
+    } else {
+        strategies.iter().map(|s| strategy(s)).collect::<Result<_>>()?
+    };
+    let catalog = input::catalog(catalog)?;
+    let rows = capstan_cli::plan_cmd::bench_packing(sets, catalog, &strategies, time_limit)?;
+    match output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&rows)?)),
+        Output::Table => {
+            let cells: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.set.clone(),
+                        r.strategy.clone(),
+                        r.pods.to_string(),
+                        r.nodes.to_string(),
+                        format!("{:.4}", r.price_usd_per_hour),
+                        format!("{:.4}", r.lower_bound_usd_per_hour),
+                        format!("{:.4}", r.ratio_to_bound),
+                        format!("{:.1}", r.solve_ms),
+                    ]
+                })
+                .collect();
+            emit(&table::render(&["SET", "STRATEGY", "PODS", "NODES", "$/HOUR", "BOUND", "RATIO", "MS"], &cells))
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -272,6 +428,16 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Plan {
+            pods,
+            catalog,
+            nodepools,
+            cluster,
+            strategy,
+            time_limit,
+            spot_max_pool_share,
+            output,
+        } => plan(&pods, &catalog, &nodepools, cluster.as_deref(), &strategy, time_limit, spot_max_pool_share, output),
         Command::Bench { which } => match which {
             BenchCommand::Scheduling {
                 pods,
@@ -280,6 +446,13 @@ fn main() -> ExitCode {
                 runs,
                 output,
             } => bench_scheduling(&pods, instance_types, seed, runs, output),
+            BenchCommand::Packing {
+                sets,
+                catalog,
+                strategies,
+                time_limit,
+                output,
+            } => bench_packing(&sets, catalog.as_deref(), &strategies, time_limit, output),
         },
         Command::Hpa {
             which: HpaCommand::Decide { file, output },

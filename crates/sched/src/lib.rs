@@ -10,6 +10,7 @@
 //! affinity, taints, topology spread, pod (anti-)affinity, host ports, and per-NodePool
 //! daemonset overhead.
 
+pub mod predicates;
 mod solver;
 mod topology;
 

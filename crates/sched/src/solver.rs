@@ -1,6 +1,7 @@
 //! The scheduling loop: first fit over slots (nodes, in-flight claims, new claims), pods
 //! sorted by CPU then memory descending, preferences relaxed one step at a time.
 
+use crate::predicates::{daemon_overhead, type_allows};
 use crate::topology::{KeyConstraint, Owned, PodTopology, Topology, pin};
 use crate::{
     Binding, ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, Unschedulable,
@@ -201,28 +202,6 @@ struct Solver<'a> {
     unschedulable: Vec<Unschedulable>,
 }
 
-/// Whether a type's labels satisfy a requirement (zone and capacity type are per offering).
-fn type_allows(t: &InstanceType, r: &capstan_model::Requirement) -> bool {
-    if r.key == ZONE || r.key == CAPACITY_TYPE {
-        return true;
-    }
-    match t.labels.get(&r.key) {
-        Some(v) => r.has(v),
-        None => {
-            // A well-known label the type does not carry has no value; a custom label is the
-            // NodePool's to define.
-            let type_key =
-                labels::is_well_known(&r.key) && r.key != labels::NODEPOOL && r.key != HOSTNAME;
-            !type_key
-                || matches!(
-                    r.operator(),
-                    capstan_model::requirements::Operator::NotIn
-                        | capstan_model::requirements::Operator::DoesNotExist
-                )
-        }
-    }
-}
-
 /// `a + b <= cap`, component-wise, without allocating.
 fn sum_fits(a: &Resources, b: &Resources, cap: &Resources) -> bool {
     a.cpu + b.cpu <= cap.cpu
@@ -278,26 +257,7 @@ impl<'a> Solver<'a> {
 
         // Daemonset overhead per pool: every DaemonSet that tolerates the pool's taints and
         // whose node requirements the pool can meet.
-        let overhead = pools
-            .iter()
-            .map(|p| {
-                let mut o = Resources::new();
-                for ds in &input.snapshot.daemonsets {
-                    let mut reqs = ds.node_selector.clone();
-                    if let Some(t) = ds.required_terms.first() {
-                        reqs.add_all(t);
-                    }
-                    if untolerated(&p.taints, &ds.tolerations, false).is_none()
-                        && p.requirements
-                            .compatible(&reqs, Undefined::AllowWellKnown)
-                            .is_ok()
-                    {
-                        o.add(&ds.requests);
-                    }
-                }
-                o
-            })
-            .collect();
+        let overhead = pools.iter().map(|p| daemon_overhead(p, &input.snapshot.daemonsets)).collect();
 
         // Existing nodes and in-flight claims become fixed slots.
         let mut slots = Vec::new();

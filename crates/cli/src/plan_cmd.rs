@@ -1,0 +1,251 @@
+//! `capstan plan` and `capstan bench packing`: loading pods, clusters and NodePools, and the
+//! contract's JSON.
+
+use crate::input::{self, InputError};
+use capstan_model::load::{Kind, load};
+use capstan_model::{Catalog, NodePool, Pod, Resources};
+use capstan_pack::{PackOptions, PackResult, Strategy, pack};
+use capstan_sched::{InFlight, SolveInput, Snapshot};
+use serde_json::{Value, json};
+use std::time::Instant;
+
+/// Everything a plan reads, loaded.
+pub struct PlanInput {
+    pub pending: Vec<Pod>,
+    pub snapshot: Snapshot,
+    pub nodepools: Vec<NodePool>,
+    pub catalog: Catalog,
+}
+
+fn warn_all(warnings: &[String]) {
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+}
+
+/// Reads pending pods from a file (bound pods in it are skipped with a warning).
+pub fn read_pods(path: &str) -> Result<Vec<Pod>, InputError> {
+    let text = input::read(path)?;
+    let objs = load(path, &text, &[Kind::Pod]).map_err(|e| InputError(e.to_string()))?;
+    warn_all(&objs.warnings);
+    let mut pending = Vec::new();
+    for p in objs.pods {
+        if p.is_pending() {
+            pending.push(p);
+        } else {
+            tracing::warn!("{path}: pod {}: skipped (already bound to {} or finished)", p.key(), p.node_name.as_deref().unwrap_or("-"));
+        }
+    }
+    Ok(pending)
+}
+
+pub fn read_nodepools(paths: &[String]) -> Result<Vec<NodePool>, InputError> {
+    if paths.is_empty() {
+        return Ok(vec![NodePool::default_pool()]);
+    }
+    let mut pools = Vec::new();
+    for path in paths {
+        let text = input::read(path)?;
+        let objs = load(path, &text, &[Kind::NodePool]).map_err(|e| InputError(e.to_string()))?;
+        warn_all(&objs.warnings);
+        pools.extend(objs.nodepools);
+    }
+    if pools.is_empty() {
+        return Err(InputError(format!("{}: no NodePool in the --nodepool files", paths.join(", "))));
+    }
+    let mut names: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
+    names.sort();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(InputError(format!("nodepool {}: defined twice", w[0])));
+    }
+    Ok(pools)
+}
+
+/// Reads a cluster snapshot: nodes, bound pods, DaemonSets and in-flight NodeClaims; its
+/// pending pods are returned to be planned too.
+pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<(Snapshot, Vec<Pod>), InputError> {
+    let text = input::read(path)?;
+    let objs = load(path, &text, &[Kind::Pod, Kind::Node, Kind::DaemonSet, Kind::NodeClaim, Kind::PodDisruptionBudget])
+        .map_err(|e| InputError(e.to_string()))?;
+    warn_all(&objs.warnings);
+    let mut snap = Snapshot {
+        nodes: objs.nodes,
+        daemonsets: objs.daemonsets,
+        ..Default::default()
+    };
+    let mut pending = Vec::new();
+    for p in objs.pods {
+        if p.is_pending() {
+            pending.push(p);
+        } else if p.is_active() {
+            snap.pods.push(p);
+        }
+    }
+    for nc in objs.nodeclaims {
+        let registered = nc.status.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
+        if registered {
+            continue;
+        }
+        let labels: std::collections::BTreeMap<String, String> = nc
+            .metadata
+            .labels
+            .iter()
+            .map(|(k, v)| (capstan_model::labels::normalize_key(k).into_owned(), v.clone()))
+            .collect();
+        let name = nc.metadata.name.clone();
+        let Some(t) = labels.get(capstan_model::labels::INSTANCE_TYPE).and_then(|t| catalog.get(t)) else {
+            tracing::warn!("{path}: nodeclaim {name}: skipped (no known instance-type label yet)");
+            continue;
+        };
+        let mut l = t.labels.clone();
+        l.extend(labels.clone());
+        snap.inflight.push(InFlight {
+            name,
+            nodepool: labels.get(capstan_model::labels::NODEPOOL).cloned().unwrap_or_default(),
+            labels: l,
+            taints: Vec::new(),
+            allocatable: t.allocatable.clone(),
+            capacity: t.capacity.clone(),
+        });
+    }
+    Ok((snap, pending))
+}
+
+pub fn solve_input(p: &PlanInput) -> SolveInput<'_> {
+    SolveInput {
+        snapshot: &p.snapshot,
+        pending: &p.pending,
+        nodepools: &p.nodepools,
+        instance_types: &p.catalog.instance_types,
+    }
+}
+
+fn round(v: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (v * f).round() / f
+}
+
+/// The contract's JSON for a plan.
+pub fn plan_json(p: &PlanInput, r: &PackResult, solve_ms: f64) -> Value {
+    let types = &p.catalog.instance_types;
+    let key = |i: usize| p.pending[i].key();
+    let claims: Vec<Value> = r
+        .plan
+        .new_claims
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            json!({
+                "name": format!("{}-{k}", c.nodepool),
+                "nodepool": c.nodepool,
+                "instance_type": types[c.offering.instance_type].name,
+                "capacity_type": c.offering.capacity_type,
+                "zone": c.offering.zone,
+                "price_usd_per_hour": round(c.offering.price, 6),
+                "pods": c.pods.iter().map(|&i| key(i)).collect::<Vec<_>>(),
+                "instance_type_options": c.instance_types.iter().map(|&t| types[t].name.clone()).collect::<Vec<_>>(),
+                "requests": resources_json(&c.requests),
+            })
+        })
+        .collect();
+    let existing: Vec<Value> = r
+        .plan
+        .existing
+        .iter()
+        .map(|b| json!({"node": b.node, "pods": b.pods.iter().map(|&i| key(i)).collect::<Vec<_>>()}))
+        .collect();
+    let unschedulable: Vec<Value> = r.plan.unschedulable.iter().map(|u| json!({"pod": key(u.pod), "reason": u.reason})).collect();
+    let mut v = json!({
+        "strategy": r.strategy.name(),
+        "nodeclaims": claims,
+        "existing": existing,
+        "unschedulable": unschedulable,
+        "total_price_usd_per_hour": round(r.total_price, 6),
+        "lower_bound_usd_per_hour": round(r.lower_bound, 6),
+        "solve_ms": round(solve_ms, 3),
+    });
+    if let Some(g) = r.gap {
+        v["gap"] = json!(round(g, 6));
+    }
+    v
+}
+
+fn resources_json(r: &Resources) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("cpu_millicores".into(), json!(r.cpu));
+    m.insert("memory_mib".into(), json!(round(r.memory as f64 / capstan_model::resources::MIB as f64, 3)));
+    m.insert("pods".into(), json!(r.pods));
+    for (k, v) in &r.extended {
+        m.insert(k.clone(), json!(v));
+    }
+    Value::Object(m)
+}
+
+/// Plans and times it.
+pub fn run(p: &PlanInput, options: &PackOptions) -> Result<(PackResult, f64), anyhow::Error> {
+    let started = Instant::now();
+    let r = pack(solve_input(p), options)?;
+    Ok((r, started.elapsed().as_secs_f64() * 1000.0))
+}
+
+/// One row of `capstan bench packing`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PackingRow {
+    pub set: String,
+    pub strategy: String,
+    pub pods: usize,
+    pub nodes: usize,
+    pub price_usd_per_hour: f64,
+    pub lower_bound_usd_per_hour: f64,
+    pub ratio_to_bound: f64,
+    pub solve_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<f64>,
+    pub unschedulable: usize,
+}
+
+pub fn bench_packing(dir: &str, catalog: Catalog, strategies: &[Strategy], time_limit: f64) -> Result<Vec<PackingRow>, anyhow::Error> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| InputError(format!("{dir}: {e}")))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml")))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(InputError(format!("{dir}: no .json or .yaml pod sets")).into());
+    }
+    let mut p = PlanInput {
+        pending: Vec::new(),
+        snapshot: Snapshot::default(),
+        nodepools: vec![NodePool::default_pool()],
+        catalog,
+    };
+    let mut rows = Vec::new();
+    for f in files {
+        let path = f.to_string_lossy().to_string();
+        p.pending = read_pods(&path)?;
+        let set = f.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+        for &s in strategies {
+            let options = PackOptions {
+                strategy: s,
+                time_limit_seconds: time_limit,
+                ..Default::default()
+            };
+            let (r, ms) = run(&p, &options)?;
+            tracing::info!(set = %set, strategy = s.name(), price = r.total_price, bound = r.lower_bound, ms, "packed");
+            rows.push(PackingRow {
+                set: set.clone(),
+                strategy: s.name().into(),
+                pods: p.pending.len(),
+                nodes: r.plan.new_claims.len(),
+                price_usd_per_hour: round(r.total_price, 4),
+                lower_bound_usd_per_hour: round(r.lower_bound, 4),
+                ratio_to_bound: if r.lower_bound > 0.0 { round(r.total_price / r.lower_bound, 4) } else { 1.0 },
+                solve_ms: round(ms, 1),
+                gap: r.gap.map(|g| round(g, 4)),
+                unschedulable: r.plan.unschedulable.len(),
+            });
+        }
+    }
+    Ok(rows)
+}

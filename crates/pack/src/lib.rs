@@ -1,0 +1,412 @@
+//! capstan's packing planner: which machines to buy for the pods that need new capacity.
+//!
+//! Three strategies share one pipeline. The scheduling core (`capstan_sched::solve`) places
+//! every pod with all its constraints. Pods that carry no topology, affinity or host-port
+//! constraint and that no other pod's topology term selects ("free" pods) are then re-packed,
+//! per NodePool and compatibility class, by the strategy:
+//!
+//! - `karpenter-ffd`: Karpenter's first-fit-decreasing, untouched (sched with Karpenter's claim
+//!   order); kept as the baseline.
+//! - `default`: a price-aware greedy guided by the LP's dual prices (which node pattern buys the
+//!   most resource value per dollar), with pattern repetition, then downsizing and a merge pass.
+//! - `optimal`: an exact configuration (pattern) model solved with good_lp, within a time limit,
+//!   reporting its gap; falls back to `default` where the model is too large.
+//!
+//! [`bound::lower_bound`] is an LP relaxation over aggregate resources per group of pods with
+//! the same compatible instance types, provably ≤ any plan's cost. [`spot`] spreads spot
+//! capacity over pools.
+//!
+//! Pure: no I/O, no clock of ours (good_lp's solver honours the time limit itself).
+
+pub mod bound;
+mod config;
+mod exact;
+mod greedy;
+pub mod spot;
+
+use capstan_model::taints::untolerated;
+use capstan_model::{InstanceType, Pod, Requirements, Resources};
+use capstan_sched::predicates::{daemon_overhead, pod_requirements, type_compatible};
+use capstan_sched::{ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, solve};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    Default,
+    KarpenterFfd,
+    Optimal,
+}
+
+impl Strategy {
+    pub fn parse(s: &str) -> Option<Strategy> {
+        Some(match s {
+            "default" => Strategy::Default,
+            "karpenter-ffd" => Strategy::KarpenterFfd,
+            "optimal" => Strategy::Optimal,
+            _ => return None,
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::Default => "default",
+            Strategy::KarpenterFfd => "karpenter-ffd",
+            Strategy::Optimal => "optimal",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct PackOptions {
+    pub strategy: Strategy,
+    /// For `optimal`: seconds the exact solver may take.
+    pub time_limit_seconds: f64,
+    /// Most of one plan's spot capacity (vCPU) one pool (instance type × zone) may hold.
+    pub spot_max_pool_share: f64,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        PackOptions {
+            strategy: Strategy::Default,
+            time_limit_seconds: 10.0,
+            spot_max_pool_share: 0.25,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error("linear program failed: {0}")]
+    Solver(String),
+}
+
+/// A plan with its price, its lower bound and (for `optimal`) its gap.
+#[derive(Clone, Debug)]
+pub struct PackResult {
+    pub strategy: Strategy,
+    pub plan: Plan,
+    pub total_price: f64,
+    pub lower_bound: f64,
+    /// `optimal` only: (price − best bound) / price; 0 when proven optimal.
+    pub gap: Option<f64>,
+}
+
+/// Which pending pods the packer may move between new nodes, and the topology keys whose
+/// values a move must keep. A pod is movable unless its placement involves a node's identity:
+/// host ports, a hostname-keyed spread or (anti-)affinity of its own, or another pod's
+/// hostname-keyed term that selects it. Constraints on other keys (zones, say) only care about
+/// the domain, so the pod may move to any new node with the same values of those keys.
+pub(crate) fn movable(input: &SolveInput<'_>) -> Vec<Option<Vec<String>>> {
+    use capstan_model::labels::HOSTNAME;
+    // (namespaces, selector, key) of every topology term in play.
+    let mut terms: Vec<(&capstan_model::pod::Namespaces, &capstan_model::selector::LabelSelector, &str)> = Vec::new();
+    for p in input.pending.iter().chain(input.snapshot.pods.iter()) {
+        for sp in &p.spread {
+            if let Some(sel) = &sp.selector {
+                terms.push((&ALL, sel, &sp.topology_key));
+            }
+        }
+        for t in p.affinity.iter().chain(&p.anti_affinity) {
+            if let Some(sel) = &t.selector {
+                terms.push((&t.namespaces, sel, &t.topology_key));
+            }
+        }
+        for w in p.preferred_affinity.iter().chain(&p.preferred_anti_affinity) {
+            if let Some(sel) = &w.term.selector {
+                terms.push((&w.term.namespaces, sel, &w.term.topology_key));
+            }
+        }
+    }
+    input
+        .pending
+        .iter()
+        .map(|p| {
+            if !p.host_ports.is_empty() {
+                return None;
+            }
+            let mut keys: BTreeSet<String> = BTreeSet::new();
+            keys.extend(p.spread.iter().map(|s| s.topology_key.clone()));
+            keys.extend(p.affinity.iter().chain(&p.anti_affinity).map(|t| t.topology_key.clone()));
+            keys.extend(p.preferred_affinity.iter().chain(&p.preferred_anti_affinity).map(|w| w.term.topology_key.clone()));
+            for (ns, sel, key) in &terms {
+                if ns.contains(&p.namespace) && sel.matches(&p.labels) {
+                    keys.insert(key.to_string());
+                }
+            }
+            if keys.contains(HOSTNAME) {
+                return None;
+            }
+            Some(keys.into_iter().collect())
+        })
+        .collect()
+}
+
+static ALL: capstan_model::pod::Namespaces = capstan_model::pod::Namespaces::All;
+
+/// One instance type a class can launch: its cheapest allowed offering and what pods may use.
+#[derive(Clone, Debug)]
+pub(crate) struct Cand {
+    pub t: usize,
+    pub price: f64,
+    /// Allocatable minus daemonset overhead.
+    pub cap: Resources,
+}
+
+/// Free pods that may share nodes: one NodePool, the same node requirements and tolerations.
+#[derive(Clone, Debug)]
+pub(crate) struct Class {
+    pub pool: usize,
+    pub reqs: Requirements,
+    pub overhead: Resources,
+    /// Every launchable type, cheapest first.
+    pub cands: Vec<Cand>,
+    pub pods: Vec<usize>,
+}
+
+/// Candidate types for a pool narrowed by `reqs`.
+pub(crate) fn candidates(types: &[InstanceType], reqs: &Requirements, overhead: &Resources) -> Vec<Cand> {
+    let mut v: Vec<Cand> = types
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| type_compatible(t, reqs))
+        .filter_map(|(i, t)| {
+            let o = t.cheapest_offering(reqs)?;
+            let mut cap = t.allocatable.clone();
+            cap.sub(overhead);
+            (cap.cpu >= 0 && cap.memory >= 0 && cap.pods > 0).then_some(Cand { t: i, price: o.price, cap })
+        })
+        .collect();
+    v.sort_by(|a, b| a.price.total_cmp(&b.price).then(a.t.cmp(&b.t)));
+    v
+}
+
+/// Groups the free pods of a sched plan's new claims into classes.
+fn classes(input: &SolveInput<'_>, plan: &Plan, movable: &[Option<Vec<String>>]) -> Vec<Class> {
+    let mut by_key: BTreeMap<(usize, String, String), Class> = BTreeMap::new();
+    for c in &plan.new_claims {
+        let Some(pool) = input.nodepools.iter().position(|p| p.name == c.nodepool) else { continue };
+        let np = &input.nodepools[pool];
+        if !np.limits.is_empty() {
+            // Repacking could break the pool's limits; sched already honoured them.
+            continue;
+        }
+        for &p in &c.pods {
+            let Some(keys) = &movable[p] else { continue };
+            let pod = &input.pending[p];
+            let mut reqs = np.requirements.intersect(&pod_requirements(pod));
+            // Keep the topology domains the pod was placed in.
+            let mut pinned = true;
+            for k in keys {
+                match c.requirements.get(k).filter(|r| r.len() == Some(1)) {
+                    Some(r) => reqs.add(r.clone()),
+                    None => pinned = false,
+                }
+            }
+            if !pinned {
+                continue;
+            }
+            let tolerated: String = np
+                .taints
+                .iter()
+                .map(|t| if untolerated(std::slice::from_ref(t), &pod.tolerations, true).is_none() { '1' } else { '0' })
+                .collect();
+            let key = (pool, reqs.to_string(), tolerated);
+            by_key
+                .entry(key)
+                .or_insert_with(|| {
+                    let overhead = daemon_overhead(np, &input.snapshot.daemonsets);
+                    Class {
+                        pool,
+                        cands: candidates(input.instance_types, &reqs, &overhead),
+                        reqs,
+                        overhead,
+                        pods: Vec::new(),
+                    }
+                })
+                .pods
+                .push(p);
+        }
+    }
+    by_key.into_values().collect()
+}
+
+/// A node the packer chose: a candidate index into its class, and the pods on it.
+#[derive(Clone, Debug)]
+pub(crate) struct PackedNode {
+    pub cand: usize,
+    pub pods: Vec<usize>,
+}
+
+pub(crate) fn pods_requests(pods: &[Pod], ids: &[usize]) -> Resources {
+    let mut r = Resources::new();
+    for &p in ids {
+        r.add(&pods[p].requests);
+    }
+    r
+}
+
+/// The cheapest candidate of the class that holds these pods.
+pub(crate) fn cheapest_holding(class: &Class, req: &Resources) -> Option<usize> {
+    class.cands.iter().position(|c| req.fits_in(&c.cap))
+}
+
+/// Turns packed nodes back into NewClaims (downsized to the cheapest type that holds them).
+fn claims_for(input: &SolveInput<'_>, class: &Class, nodes: &[PackedNode], seq: &mut usize) -> Vec<NewClaim> {
+    let pool = &input.nodepools[class.pool];
+    let mut out = Vec::new();
+    for n in nodes {
+        let req = pods_requests(input.pending, &n.pods);
+        let options: Vec<usize> = class.cands.iter().filter(|c| req.fits_in(&c.cap)).map(|c| c.t).collect();
+        let Some(&t) = options.first() else { continue };
+        let it = &input.instance_types[t];
+        let o = it.cheapest_offering(&class.reqs).expect("candidates have an allowed offering");
+        let mut used = req.clone();
+        used.add(&class.overhead);
+        out.push(NewClaim {
+            name: format!("{}-p{}", pool.name, *seq),
+            nodepool: pool.name.clone(),
+            requirements: class.reqs.clone(),
+            pods: n.pods.clone(),
+            requests: used,
+            instance_types: options,
+            offering: ChosenOffering {
+                instance_type: t,
+                zone: o.zone.clone(),
+                capacity_type: o.capacity_type.clone(),
+                price: o.price,
+            },
+        });
+        *seq += 1;
+    }
+    out
+}
+
+/// Whether a set of claims respects each claim's pool minValues.
+fn min_values_ok(input: &SolveInput<'_>, claims: &[NewClaim]) -> bool {
+    claims.iter().all(|c| {
+        let Some(pool) = input.nodepools.iter().find(|p| p.name == c.nodepool) else { return true };
+        pool.requirements.iter().filter_map(|r| r.min_values.map(|m| (r, m))).all(|(r, m)| {
+            let distinct: BTreeSet<&String> = c
+                .instance_types
+                .iter()
+                .filter_map(|&t| input.instance_types[t].labels.get(&r.key))
+                .collect();
+            distinct.len() >= m as usize
+        })
+    })
+}
+
+/// Plans with the chosen strategy.
+pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, PackError> {
+    let aggregate = bound::lower_bound(&input)?;
+    let lower_bound = match bound::config_bound(&input)? {
+        Some(b) => aggregate.max(b),
+        None => aggregate,
+    };
+    let order = if options.strategy == Strategy::KarpenterFfd {
+        ClaimOrder::FewestPodsFirst
+    } else {
+        ClaimOrder::FirstFit
+    };
+    let base = solve(input, &SolveOptions { claim_order: order });
+    if options.strategy == Strategy::KarpenterFfd {
+        let total_price = base.new_price();
+        return Ok(PackResult {
+            strategy: options.strategy,
+            plan: base,
+            total_price,
+            lower_bound,
+            gap: None,
+        });
+    }
+    let movable = movable(&input);
+    let classes = classes(&input, &base, &movable);
+    let moved: BTreeSet<usize> = classes.iter().flat_map(|c| c.pods.iter().copied()).collect();
+    let mut plan = base.clone();
+    // Claims keep their constrained pods; free pods leave to be re-packed.
+    plan.new_claims.retain_mut(|c| {
+        c.pods.retain(|p| !moved.contains(p));
+        !c.pods.is_empty()
+    });
+    shrink_claims(&input, &mut plan.new_claims);
+    let mut seq = 0;
+    let mut gap = None;
+    let mut worst_gap: f64 = 0.0;
+    for class in &classes {
+        let nodes = match options.strategy {
+            Strategy::Optimal => {
+                let heuristic = greedy::pack(&input, class)?;
+                let (nodes, g) = exact::solve(&input, class, options.time_limit_seconds, heuristic)?;
+                worst_gap = worst_gap.max(g);
+                nodes
+            }
+            _ => greedy::pack(&input, class)?,
+        };
+        let claims = claims_for(&input, class, &nodes, &mut seq);
+        if min_values_ok(&input, &claims) {
+            plan.new_claims.extend(claims);
+        } else {
+            // The repacked nodes are too specific for the pool's minValues: keep sched's claims
+            // for these pods.
+            let mine: BTreeSet<usize> = class.pods.iter().copied().collect();
+            for c in &base.new_claims {
+                if c.pods.iter().all(|p| mine.contains(p)) {
+                    plan.new_claims.push(c.clone());
+                }
+            }
+        }
+    }
+    if options.strategy == Strategy::Optimal {
+        gap = Some(worst_gap);
+    }
+    // Never worse than the plain first-fit plan it started from.
+    if plan.new_price() > base.new_price() + 1e-9 {
+        plan = base;
+    }
+    spot::diversify(&input, &mut plan, options.spot_max_pool_share);
+    let total_price = plan.new_price();
+    Ok(PackResult {
+        strategy: options.strategy,
+        plan,
+        total_price,
+        lower_bound,
+        gap,
+    })
+}
+
+/// After pods left a claim, move it to the cheapest option that still holds what remains.
+fn shrink_claims(input: &SolveInput<'_>, claims: &mut [NewClaim]) {
+    for c in claims.iter_mut() {
+        let Some(pool) = input.nodepools.iter().find(|p| p.name == c.nodepool) else { continue };
+        let overhead = daemon_overhead(pool, &input.snapshot.daemonsets);
+        let mut used = pods_requests(input.pending, &c.pods);
+        used.add(&overhead);
+        let keep: Vec<usize> = input
+            .instance_types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| used.fits_in(&t.allocatable) && type_compatible(t, &c.requirements))
+            .map(|(i, _)| i)
+            .collect();
+        let mut opts: Vec<(f64, usize)> = keep
+            .iter()
+            .filter_map(|&t| input.instance_types[t].cheapest_offering(&c.requirements).map(|o| (o.price, t)))
+            .collect();
+        opts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        if let Some(&(_, t)) = opts.first() {
+            let o = input.instance_types[t].cheapest_offering(&c.requirements).expect("filtered");
+            c.offering = ChosenOffering {
+                instance_type: t,
+                zone: o.zone.clone(),
+                capacity_type: o.capacity_type.clone(),
+                price: o.price,
+            };
+            c.instance_types = opts.into_iter().map(|(_, t)| t).collect();
+            c.requests = used;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,61 @@
+//! Predicates the solver and the packing planner share: the only place these rules live.
+
+use capstan_model::labels::{self, CAPACITY_TYPE, HOSTNAME, ZONE};
+use capstan_model::requirements::{Operator, Undefined};
+use capstan_model::taints::untolerated;
+use capstan_model::{InstanceType, NodePool, Pod, Requirement, Requirements, Resources};
+
+/// Whether a type's labels satisfy a requirement (zone and capacity type are per offering).
+pub fn type_allows(t: &InstanceType, r: &Requirement) -> bool {
+    if r.key == ZONE || r.key == CAPACITY_TYPE {
+        return true;
+    }
+    match t.labels.get(&r.key) {
+        Some(v) => r.has(v),
+        None => {
+            // A well-known label the type does not carry has no value; a custom label is the
+            // NodePool's to define.
+            let type_key = labels::is_well_known(&r.key) && r.key != labels::NODEPOOL && r.key != HOSTNAME;
+            !type_key || matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist)
+        }
+    }
+}
+
+/// Whether a type can be launched for these requirements: its labels satisfy them and it has
+/// an available offering they allow.
+pub fn type_compatible(t: &InstanceType, reqs: &Requirements) -> bool {
+    reqs.iter().all(|r| type_allows(t, r)) && t.has_offering(reqs)
+}
+
+/// The requests every new node of the pool carries for the DaemonSets that would run on it:
+/// those that tolerate its taints and whose node requirements it can meet.
+pub fn daemon_overhead(pool: &NodePool, daemonsets: &[Pod]) -> Resources {
+    let mut o = Resources::new();
+    for ds in daemonsets {
+        let mut reqs = ds.node_selector.clone();
+        if let Some(t) = ds.required_terms.first() {
+            reqs.add_all(t);
+        }
+        if untolerated(&pool.taints, &ds.tolerations, false).is_none()
+            && pool.requirements.compatible(&reqs, Undefined::AllowWellKnown).is_ok()
+        {
+            o.add(&ds.requests);
+        }
+    }
+    o
+}
+
+/// A pod's hard node requirements: nodeSelector and its first required node-affinity term.
+pub fn pod_requirements(pod: &Pod) -> Requirements {
+    let mut reqs = pod.node_selector.clone();
+    if let Some(t) = pod.required_terms.first() {
+        reqs.add_all(t);
+    }
+    reqs
+}
+
+/// Whether a pod may run on new nodes of a pool: taints tolerated, requirements compatible.
+pub fn pod_allowed_in_pool(pool: &NodePool, pod: &Pod) -> bool {
+    untolerated(&pool.taints, &pod.tolerations, false).is_none()
+        && pool.requirements.compatible(&pod_requirements(pod), Undefined::AllowWellKnown).is_ok()
+}
