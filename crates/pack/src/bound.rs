@@ -9,7 +9,7 @@
 //! all-of-a-pod-on-one-node coupling only loosens the problem, so the optimum is ≤ the price of
 //! every feasible plan.
 
-use crate::{Cand, Class, PackError};
+use crate::{Cand, PackError};
 use capstan_model::requirements::Undefined;
 use capstan_model::resources::{CPU, MEMORY, PODS};
 use capstan_model::taints::untolerated;
@@ -258,27 +258,6 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
     }
     let groups: Vec<Group> = groups_by_cells.into_iter().map(|(cells, demand)| Group { demand, cells }).collect();
     lp_bound(&cells, &groups)
-}
-
-/// The bound for one class of free pods over its candidate types.
-pub(crate) fn class_bound(input: &SolveInput<'_>, class: &Class) -> Result<f64, PackError> {
-    let cells: Vec<Cell> = class
-        .cands
-        .iter()
-        .map(|c: &Cand| Cell {
-            price: c.price,
-            cap: c.cap.clone(),
-            bounded: false,
-        })
-        .collect();
-    let mut demand = Resources::new();
-    for &p in &class.pods {
-        demand.add(&input.pending[p].requests);
-    }
-    lp_bound(&cells, &[Group {
-        demand,
-        cells: (0..cells.len()).collect(),
-    }])
 }
 
 /// Dual prices of each resource for a class: what one unit is worth at the LP optimum

@@ -134,6 +134,15 @@ pub(crate) fn solve(input: &SolveInput<'_>, class: &Class, time_limit: f64, heur
         }
         columns.extend(out.into_iter().map(|c| (t, c)));
     }
+    // A column beaten by a no-more-expensive one covering at least as much is never needed.
+    columns.sort_by(|a, b| types[a.0].price.total_cmp(&types[b.0].price).then_with(|| b.1.cmp(&a.1)));
+    let mut kept: Vec<(usize, Vec<i64>)> = Vec::with_capacity(columns.len());
+    for col in columns {
+        if !kept.iter().any(|k| k.1.iter().zip(&col.1).all(|(a, b)| a >= b)) {
+            kept.push(col);
+        }
+    }
+    let columns = kept;
     let mut vars = ProblemVariables::new();
     let z: Vec<Variable> = columns
         .iter()
@@ -149,14 +158,20 @@ pub(crate) fn solve(input: &SolveInput<'_>, class: &Class, time_limit: f64, heur
         })
         .collect();
     let objective: Expression = columns.iter().zip(&z).map(|((t, _), v)| types[*t].price * *v).sum();
+    let cutoff = objective.clone();
     let mut model = vars.minimise(objective).using(microlp).with_time_limit(time_limit);
+    // Only plans strictly cheaper than the heuristic's are of interest.
+    model = model.with(constraint!(cutoff <= ub - 1e-6));
     for (s, shape) in shapes.iter().enumerate() {
         let cover: Expression = columns.iter().zip(&z).filter(|((_, c), _)| c[s] > 0).map(|((_, c), v)| c[s] as f64 * *v).sum();
         model = model.with(constraint!(cover >= shape.n as f64));
     }
-    let Ok(sol) = model.solve() else {
-        // No better plan exists among these patterns (or no time to find one).
-        return Ok((heuristic, gap_of(ub, lp.bound)));
+    let sol = match model.solve() {
+        Ok(sol) => sol,
+        // No plan cheaper than the heuristic's exists: it is optimal.
+        Err(good_lp::ResolutionError::Infeasible) => return Ok((heuristic, 0.0)),
+        // Out of time before finding anything better.
+        Err(_) => return Ok((heuristic, gap_of(ub, lp.bound))),
     };
     let proven = matches!(sol.status(), SolutionStatus::Optimal);
     let mut next = vec![0usize; shapes.len()];

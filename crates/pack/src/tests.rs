@@ -1,1 +1,290 @@
+//! Behaviour of the packing planner, and the invariants every plan of every strategy keeps.
 
+use super::*;
+use capstan_model::catalog::Offering;
+use capstan_model::labels::{CAPACITY_TYPE, HOSTNAME, ZONE};
+use capstan_model::nodepool::NodePoolObject;
+use capstan_model::{Catalog, NodePool};
+use capstan_sched::Snapshot;
+use serde_json::{Value, json};
+
+fn catalog(names: &[&str]) -> Vec<InstanceType> {
+    let mut c = Catalog::builtin();
+    c.instance_types.retain(|t| names.contains(&t.name.as_str()));
+    c.instance_types
+}
+
+const SMALL: &[&str] = &[
+    "t3a.medium", "t3a.large", "m7i.large", "m7i.xlarge", "m7i.2xlarge", "m7i.4xlarge", "c7i.large", "c7i.xlarge", "c7i.2xlarge", "r7i.large",
+    "r7i.xlarge", "r7i.2xlarge", "g5.xlarge", "g5.2xlarge", "g4dn.xlarge", "g4dn.12xlarge",
+];
+
+fn pod(name: &str, cpu: i64, mem_mib: i64, spec: Value, labels: Value) -> Pod {
+    let mut s = spec.as_object().cloned().unwrap_or_default();
+    let mut requests = json!({"cpu": format!("{cpu}m"), "memory": format!("{mem_mib}Mi")});
+    if let Some(g) = s.remove("gpu") {
+        requests["nvidia.com/gpu"] = json!(g.to_string());
+    }
+    s.insert("containers".into(), json!([{"name": "c", "resources": {"requests": requests}}]));
+    let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": Value::Object(s)
+    }))
+    .unwrap();
+    capstan_model::convert::pod(&p, &mut Vec::new()).unwrap()
+}
+
+fn plain(name: &str, cpu: i64, mem: i64) -> Pod {
+    pod(name, cpu, mem, json!({}), json!({}))
+}
+
+fn spot_pool() -> NodePool {
+    let obj: NodePoolObject = serde_json::from_value(json!({
+        "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "spot"},
+        "spec": {"template": {"spec": {"requirements": [{"key": CAPACITY_TYPE, "operator": "In", "values": ["spot", "on-demand"]}]}}}
+    }))
+    .unwrap();
+    NodePool::compile(&obj).unwrap()
+}
+
+fn run(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], strategy: Strategy) -> PackResult {
+    let snapshot = Snapshot::default();
+    let input = SolveInput {
+        snapshot: &snapshot,
+        pending: pods,
+        nodepools: pools,
+        instance_types: types,
+    };
+    let r = pack(
+        input,
+        &PackOptions {
+            strategy,
+            time_limit_seconds: 2.0,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    check(pods, types, pools, &r);
+    r
+}
+
+/// Every invariant of a plan.
+fn check(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], r: &PackResult) {
+    let plan = &r.plan;
+    let mut seen = vec![0; pods.len()];
+    for c in &plan.new_claims {
+        c.pods.iter().for_each(|&p| seen[p] += 1);
+    }
+    plan.existing.iter().for_each(|b| b.pods.iter().for_each(|&p| seen[p] += 1));
+    plan.unschedulable.iter().for_each(|u| seen[u.pod] += 1);
+    assert!(seen.iter().all(|&n| n == 1), "each pod exactly once: {seen:?}");
+    let mut price = 0.0;
+    let mut zone_counts: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for c in &plan.new_claims {
+        let t = &types[c.offering.instance_type];
+        let pool = pools.iter().find(|p| p.name == c.nodepool).unwrap();
+        let mut used = pods_requests(pods, &c.pods);
+        used.add(&capstan_sched::predicates::daemon_overhead(pool, &[]));
+        assert!(used.fits_in(&t.allocatable), "{} over allocatable, max pods or GPUs on {}: {used}", c.name, t.name);
+        for &o in &c.instance_types {
+            assert!(used.fits_in(&types[o].allocatable), "option {} holds {}", types[o].name, c.name);
+        }
+        let offered = t
+            .offerings
+            .iter()
+            .find(|o| o.zone == c.offering.zone && o.capacity_type == c.offering.capacity_type && o.available)
+            .unwrap_or_else(|| panic!("{} offered in {}/{}", t.name, c.offering.zone, c.offering.capacity_type));
+        assert_eq!(offered.price, c.offering.price, "the claim's price is its offering's");
+        assert!(pool.requirements.allows(CAPACITY_TYPE, &c.offering.capacity_type));
+        price += c.offering.price;
+        let mut anti = BTreeSet::new();
+        for &p in &c.pods {
+            let pod = &pods[p];
+            let app = pod.labels.get("app").cloned().unwrap_or_default();
+            if pod.anti_affinity.iter().any(|t| t.topology_key == HOSTNAME) {
+                assert!(anti.insert(app.clone()), "anti-affinity pods of {app} share {}", c.name);
+            }
+            if pod.spread.iter().any(|s| s.topology_key == ZONE) {
+                *zone_counts.entry(app).or_default().entry(c.offering.zone.clone()).or_default() += 1;
+            }
+            if let Some(z) = pod.node_selector.get(ZONE) {
+                assert!(z.has(&c.offering.zone), "{} selector honoured", pod.name);
+            }
+        }
+    }
+    for (app, counts) in zone_counts {
+        let all: Vec<i64> = ["us-east-1a", "us-east-1b", "us-east-1c"].iter().map(|z| counts.get(*z).copied().unwrap_or(0)).collect();
+        assert!(all.iter().max().unwrap() - all.iter().min().unwrap() <= 1, "zone skew of {app}: {all:?}");
+    }
+    assert!((price - r.total_price).abs() < 1e-9, "total is the sum of the offerings");
+    assert!(r.total_price >= r.lower_bound - 1e-6, "cost {} below the bound {}", r.total_price, r.lower_bound);
+}
+
+#[test]
+fn karpenter_ffd_is_the_scheduling_core_with_karpenters_claim_order() {
+    let types = catalog(SMALL);
+    let pods: Vec<Pod> = (0..30).map(|i| plain(&format!("p{i}"), 300 + 50 * (i % 7), 512)).collect();
+    let pools = [NodePool::default_pool()];
+    let r = run(&pods, &types, &pools, Strategy::KarpenterFfd);
+    let snapshot = Snapshot::default();
+    let base = solve(
+        SolveInput {
+            snapshot: &snapshot,
+            pending: &pods,
+            nodepools: &pools,
+            instance_types: &types,
+        },
+        &SolveOptions {
+            claim_order: ClaimOrder::FewestPodsFirst,
+        },
+    );
+    assert_eq!(r.plan, base);
+}
+
+#[test]
+fn the_configuration_bound_counts_whole_pods_per_node() {
+    // 1.2-CPU pods on 2-vCPU nodes (1.93 allocatable): one pod per node, whatever the LP says
+    // about fractional CPU.
+    let types = catalog(&["c7i.large"]);
+    let pods: Vec<Pod> = (0..4).map(|i| plain(&format!("p{i}"), 1200, 256)).collect();
+    let r = run(&pods, &types, &[NodePool::default_pool()], Strategy::Default);
+    assert_eq!(r.plan.new_claims.len(), 4);
+    assert!((r.lower_bound - r.total_price).abs() < 1e-9, "bound {} = price {}", r.lower_bound, r.total_price);
+}
+
+#[test]
+fn default_is_never_more_expensive_than_first_fit() {
+    let types = catalog(SMALL);
+    let pods: Vec<Pod> = (0..60).map(|i| plain(&format!("p{i}"), [250, 500, 1000, 2000][i % 4], [512, 1024, 4096, 8192][i % 4])).collect();
+    let pools = [NodePool::default_pool()];
+    let d = run(&pods, &types, &pools, Strategy::Default);
+    let f = run(&pods, &types, &pools, Strategy::KarpenterFfd);
+    assert!(d.total_price <= f.total_price + 1e-9);
+    assert!(d.total_price <= 1.03 * d.lower_bound, "{} vs bound {}", d.total_price, d.lower_bound);
+}
+
+#[test]
+fn optimal_proves_its_plan_on_a_small_set() {
+    let types = catalog(SMALL);
+    let pods: Vec<Pod> = (0..24).map(|i| plain(&format!("p{i}"), [250, 500, 1000][i % 3], [512, 1024, 2048][i % 3])).collect();
+    let r = run(&pods, &types, &[NodePool::default_pool()], Strategy::Optimal);
+    assert_eq!(r.gap, Some(0.0));
+    let d = run(&pods, &types, &[NodePool::default_pool()], Strategy::Default);
+    assert!(r.total_price <= d.total_price + 1e-9);
+}
+
+#[test]
+fn gpu_pods_only_land_on_gpu_types_and_cpu_pods_avoid_them() {
+    let types = catalog(SMALL);
+    let mut pods: Vec<Pod> = (0..6).map(|i| pod(&format!("g{i}"), 2000, 8192, json!({"gpu": 1}), json!({}))).collect();
+    pods.extend((0..20).map(|i| plain(&format!("w{i}"), 500, 1024)));
+    let r = run(&pods, &types, &[NodePool::default_pool()], Strategy::Default);
+    for c in &r.plan.new_claims {
+        let gpus = types[c.offering.instance_type].allocatable.get("nvidia.com/gpu");
+        let wants: i64 = c.pods.iter().map(|&p| pods[p].requests.get("nvidia.com/gpu")).sum();
+        assert!(wants <= gpus);
+        if wants == 0 {
+            assert_eq!(gpus, 0, "CPU-only nodes are cheaper without GPUs: {}", types[c.offering.instance_type].name);
+        }
+    }
+}
+
+#[test]
+fn zone_spread_pods_keep_their_zone_counts_when_repacked() {
+    let types = catalog(SMALL);
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}}}]});
+    let pods: Vec<Pod> = (0..30).map(|i| pod(&format!("w{i}"), 500, 1024, spread.clone(), json!({"app": "web"}))).collect();
+    run(&pods, &types, &[NodePool::default_pool()], Strategy::Default);
+}
+
+#[test]
+fn spot_capacity_is_spread_over_pools() {
+    let types: Vec<InstanceType> = catalog(&["m7i.large", "m7i.xlarge", "c7i.large", "c7i.xlarge", "m6i.large", "m6i.xlarge"])
+        .into_iter()
+        .map(|mut t| {
+            let od = t.offerings[0].price;
+            let extra: Vec<Offering> = t
+                .offerings
+                .iter()
+                .enumerate()
+                .map(|(i, o)| Offering {
+                    zone: o.zone.clone(),
+                    capacity_type: "spot".into(),
+                    price: od * (0.3 + 0.01 * i as f64),
+                    available: true,
+                })
+                .collect();
+            t.offerings.extend(extra);
+            t
+        })
+        .collect();
+    let pods: Vec<Pod> = (0..40).map(|i| plain(&format!("p{i}"), 900, 1024)).collect();
+    let r = run(&pods, &types, &[spot_pool()], Strategy::Default);
+    let mut load: BTreeMap<(String, String), i64> = BTreeMap::new();
+    let mut total = 0;
+    for c in &r.plan.new_claims {
+        assert_eq!(c.offering.capacity_type, "spot", "spot is cheaper and allowed");
+        let cpu = types[c.offering.instance_type].capacity.cpu;
+        *load.entry((types[c.offering.instance_type].name.clone(), c.offering.zone.clone())).or_default() += cpu;
+        total += cpu;
+    }
+    let max = *load.values().max().unwrap();
+    assert!(max as f64 <= 0.25 * total as f64 + 4000.0, "no pool over a quarter of the spot vCPU: {load:?}");
+    assert!(load.len() >= 4, "{load:?}");
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    #[test]
+    fn every_plan_of_every_strategy_keeps_the_invariants() {
+        let types = catalog(SMALL);
+        let mut runner = TestRunner::new_with_rng(
+            Config {
+                cases: 24,
+                failure_persistence: None,
+                ..Config::default()
+            },
+            TestRng::from_seed(RngAlgorithm::ChaCha, &[11; 32]),
+        );
+        // (cpu, memory MiB, kind: 0 plain, 1 gpu, 2 zone spread, 3 hostname anti-affinity, 4 zone selector)
+        let pods_strategy = prop::collection::vec((100i64..4000, 128i64..16_000, 0u8..5), 1..40);
+        runner
+            .run(&(pods_strategy, any::<bool>()), |(specs, spot)| {
+                let pods: Vec<Pod> = specs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(cpu, mem, kind))| match kind {
+                        1 => pod(&format!("g{i}"), cpu.min(3000), mem.min(12_000), json!({"gpu": 1}), json!({"app": "gpu"})),
+                        2 => pod(
+                            &format!("s{i}"),
+                            cpu,
+                            mem,
+                            json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                                "labelSelector": {"matchLabels": {"app": "spread"}}}]}),
+                            json!({"app": "spread"}),
+                        ),
+                        3 => pod(
+                            &format!("a{i}"),
+                            cpu,
+                            mem,
+                            json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                                {"labelSelector": {"matchLabels": {"app": "anti"}}, "topologyKey": HOSTNAME}]}}}),
+                            json!({"app": "anti"}),
+                        ),
+                        4 => pod(&format!("z{i}"), cpu, mem, json!({"nodeSelector": {ZONE: "us-east-1b"}}), json!({"app": "zonal"})),
+                        _ => plain(&format!("p{i}"), cpu, mem),
+                    })
+                    .collect();
+                let pools = if spot { vec![spot_pool()] } else { vec![NodePool::default_pool()] };
+                for s in [super::Strategy::KarpenterFfd, super::Strategy::Default, super::Strategy::Optimal] {
+                    run(&pods, &types, &pools, s);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}
