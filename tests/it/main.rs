@@ -3,3 +3,4 @@
 mod bench;
 mod cloud;
 mod hpa;
+mod plan;

@@ -304,8 +304,12 @@ fn hpa_decide(file: &str, output: Output) -> Result<()> {
 }
 
 fn strategy(s: &str) -> Result<capstan_pack::Strategy> {
-    capstan_pack::Strategy::parse(s)
-        .ok_or_else(|| InputError(format!("--strategy: unknown strategy {s:?} (expected default, karpenter-ffd or optimal)")).into())
+    capstan_pack::Strategy::parse(s).ok_or_else(|| {
+        InputError(format!(
+            "--strategy: unknown strategy {s:?} (expected default, karpenter-ffd or optimal)"
+        ))
+        .into()
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -321,11 +325,14 @@ fn plan(
 ) -> Result<()> {
     use capstan_cli::plan_cmd;
     let strategy = strategy(strategy_name)?;
-    if !(time_limit > 0.0) {
+    if time_limit.is_nan() || time_limit <= 0.0 {
         return Err(InputError(format!("--time-limit: must be positive, got {time_limit}")).into());
     }
     if !(0.0..=1.0).contains(&spot_share) || spot_share == 0.0 {
-        return Err(InputError(format!("--spot-max-pool-share: must be in (0, 1], got {spot_share}")).into());
+        return Err(InputError(format!(
+            "--spot-max-pool-share: must be in (0, 1], got {spot_share}"
+        ))
+        .into());
     }
     let catalog = input::catalog(Some(catalog))?;
     let mut pending = plan_cmd::read_pods(pods)?;
@@ -365,16 +372,38 @@ fn plan(
                         c["capacity_type"].as_str().unwrap_or("").to_string(),
                         c["zone"].as_str().unwrap_or("").to_string(),
                         format!("{:.4}", c["price_usd_per_hour"].as_f64().unwrap_or(0.0)),
-                        c["pods"].as_array().map(|a| a.len()).unwrap_or(0).to_string(),
+                        c["pods"]
+                            .as_array()
+                            .map(|a| a.len())
+                            .unwrap_or(0)
+                            .to_string(),
                     ]
                 })
                 .collect();
-            let mut out = table::render(&["NODECLAIM", "INSTANCE TYPE", "CAPACITY", "ZONE", "$/HOUR", "PODS"], &rows);
+            let mut out = table::render(
+                &[
+                    "NODECLAIM",
+                    "INSTANCE TYPE",
+                    "CAPACITY",
+                    "ZONE",
+                    "$/HOUR",
+                    "PODS",
+                ],
+                &rows,
+            );
             for b in v["existing"].as_array().expect("array") {
-                out.push_str(&format!("existing {}: {} pods\n", b["node"].as_str().unwrap_or(""), b["pods"].as_array().map(|a| a.len()).unwrap_or(0)));
+                out.push_str(&format!(
+                    "existing {}: {} pods\n",
+                    b["node"].as_str().unwrap_or(""),
+                    b["pods"].as_array().map(|a| a.len()).unwrap_or(0)
+                ));
             }
             for u in v["unschedulable"].as_array().expect("array") {
-                out.push_str(&format!("unschedulable {}: {}\n", u["pod"].as_str().unwrap_or(""), u["reason"].as_str().unwrap_or("")));
+                out.push_str(&format!(
+                    "unschedulable {}: {}\n",
+                    u["pod"].as_str().unwrap_or(""),
+                    u["reason"].as_str().unwrap_or("")
+                ));
             }
             out.push_str(&format!(
                 "total {:.4} $/hour, lower bound {:.4} $/hour ({} strategy, {:.1} ms)\n",
@@ -388,11 +417,24 @@ fn plan(
     }
 }
 
-fn bench_packing(sets: &str, catalog: Option<&str>, strategies: &[String], time_limit: f64, output: Output) -> Result<()> {
+fn bench_packing(
+    sets: &str,
+    catalog: Option<&str>,
+    strategies: &[String],
+    time_limit: f64,
+    output: Output,
+) -> Result<()> {
     let strategies: Vec<capstan_pack::Strategy> = if strategies.is_empty() {
-        vec![capstan_pack::Strategy::KarpenterFfd, capstan_pack::Strategy::Default, capstan_pack::Strategy::Optimal]
+        vec![
+            capstan_pack::Strategy::KarpenterFfd,
+            capstan_pack::Strategy::Default,
+            capstan_pack::Strategy::Optimal,
+        ]
     } else {
-        strategies.iter().map(|s| strategy(s)).collect::<Result<_>>()?
+        strategies
+            .iter()
+            .map(|s| strategy(s))
+            .collect::<Result<_>>()?
     };
     let catalog = input::catalog(catalog)?;
     let rows = capstan_cli::plan_cmd::bench_packing(sets, catalog, &strategies, time_limit)?;
@@ -414,7 +456,12 @@ fn bench_packing(sets: &str, catalog: Option<&str>, strategies: &[String], time_
                     ]
                 })
                 .collect();
-            emit(&table::render(&["SET", "STRATEGY", "PODS", "NODES", "$/HOUR", "BOUND", "RATIO", "MS"], &cells))
+            emit(&table::render(
+                &[
+                    "SET", "STRATEGY", "PODS", "NODES", "$/HOUR", "BOUND", "RATIO", "MS",
+                ],
+                &cells,
+            ))
         }
     }
 }
@@ -437,7 +484,16 @@ fn main() -> ExitCode {
             time_limit,
             spot_max_pool_share,
             output,
-        } => plan(&pods, &catalog, &nodepools, cluster.as_deref(), &strategy, time_limit, spot_max_pool_share, output),
+        } => plan(
+            &pods,
+            &catalog,
+            &nodepools,
+            cluster.as_deref(),
+            &strategy,
+            time_limit,
+            spot_max_pool_share,
+            output,
+        ),
         Command::Bench { which } => match which {
             BenchCommand::Scheduling {
                 pods,

@@ -5,7 +5,7 @@ use crate::input::{self, InputError};
 use capstan_model::load::{Kind, load};
 use capstan_model::{Catalog, NodePool, Pod, Resources};
 use capstan_pack::{PackOptions, PackResult, Strategy, pack};
-use capstan_sched::{InFlight, SolveInput, Snapshot};
+use capstan_sched::{InFlight, Snapshot, SolveInput};
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -33,7 +33,11 @@ pub fn read_pods(path: &str) -> Result<Vec<Pod>, InputError> {
         if p.is_pending() {
             pending.push(p);
         } else {
-            tracing::warn!("{path}: pod {}: skipped (already bound to {} or finished)", p.key(), p.node_name.as_deref().unwrap_or("-"));
+            tracing::warn!(
+                "{path}: pod {}: skipped (already bound to {} or finished)",
+                p.key(),
+                p.node_name.as_deref().unwrap_or("-")
+            );
         }
     }
     Ok(pending)
@@ -51,7 +55,10 @@ pub fn read_nodepools(paths: &[String]) -> Result<Vec<NodePool>, InputError> {
         pools.extend(objs.nodepools);
     }
     if pools.is_empty() {
-        return Err(InputError(format!("{}: no NodePool in the --nodepool files", paths.join(", "))));
+        return Err(InputError(format!(
+            "{}: no NodePool in the --nodepool files",
+            paths.join(", ")
+        )));
     }
     let mut names: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
     names.sort();
@@ -65,8 +72,18 @@ pub fn read_nodepools(paths: &[String]) -> Result<Vec<NodePool>, InputError> {
 /// pending pods are returned to be planned too.
 pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<(Snapshot, Vec<Pod>), InputError> {
     let text = input::read(path)?;
-    let objs = load(path, &text, &[Kind::Pod, Kind::Node, Kind::DaemonSet, Kind::NodeClaim, Kind::PodDisruptionBudget])
-        .map_err(|e| InputError(e.to_string()))?;
+    let objs = load(
+        path,
+        &text,
+        &[
+            Kind::Pod,
+            Kind::Node,
+            Kind::DaemonSet,
+            Kind::NodeClaim,
+            Kind::PodDisruptionBudget,
+        ],
+    )
+    .map_err(|e| InputError(e.to_string()))?;
     warn_all(&objs.warnings);
     let mut snap = Snapshot {
         nodes: objs.nodes,
@@ -82,7 +99,11 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<(Snapshot, Vec<Pod>
         }
     }
     for nc in objs.nodeclaims {
-        let registered = nc.status.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
+        let registered = nc
+            .status
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_some_and(|n| !n.is_empty());
         if registered {
             continue;
         }
@@ -90,10 +111,18 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<(Snapshot, Vec<Pod>
             .metadata
             .labels
             .iter()
-            .map(|(k, v)| (capstan_model::labels::normalize_key(k).into_owned(), v.clone()))
+            .map(|(k, v)| {
+                (
+                    capstan_model::labels::normalize_key(k).into_owned(),
+                    v.clone(),
+                )
+            })
             .collect();
         let name = nc.metadata.name.clone();
-        let Some(t) = labels.get(capstan_model::labels::INSTANCE_TYPE).and_then(|t| catalog.get(t)) else {
+        let Some(t) = labels
+            .get(capstan_model::labels::INSTANCE_TYPE)
+            .and_then(|t| catalog.get(t))
+        else {
             tracing::warn!("{path}: nodeclaim {name}: skipped (no known instance-type label yet)");
             continue;
         };
@@ -101,7 +130,10 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<(Snapshot, Vec<Pod>
         l.extend(labels.clone());
         snap.inflight.push(InFlight {
             name,
-            nodepool: labels.get(capstan_model::labels::NODEPOOL).cloned().unwrap_or_default(),
+            nodepool: labels
+                .get(capstan_model::labels::NODEPOOL)
+                .cloned()
+                .unwrap_or_default(),
             labels: l,
             taints: Vec::new(),
             allocatable: t.allocatable.clone(),
@@ -152,9 +184,16 @@ pub fn plan_json(p: &PlanInput, r: &PackResult, solve_ms: f64) -> Value {
         .plan
         .existing
         .iter()
-        .map(|b| json!({"node": b.node, "pods": b.pods.iter().map(|&i| key(i)).collect::<Vec<_>>()}))
+        .map(
+            |b| json!({"node": b.node, "pods": b.pods.iter().map(|&i| key(i)).collect::<Vec<_>>()}),
+        )
         .collect();
-    let unschedulable: Vec<Value> = r.plan.unschedulable.iter().map(|u| json!({"pod": key(u.pod), "reason": u.reason})).collect();
+    let unschedulable: Vec<Value> = r
+        .plan
+        .unschedulable
+        .iter()
+        .map(|u| json!({"pod": key(u.pod), "reason": u.reason}))
+        .collect();
     let mut v = json!({
         "strategy": r.strategy.name(),
         "nodeclaims": claims,
@@ -173,7 +212,13 @@ pub fn plan_json(p: &PlanInput, r: &PackResult, solve_ms: f64) -> Value {
 fn resources_json(r: &Resources) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("cpu_millicores".into(), json!(r.cpu));
-    m.insert("memory_mib".into(), json!(round(r.memory as f64 / capstan_model::resources::MIB as f64, 3)));
+    m.insert(
+        "memory_mib".into(),
+        json!(round(
+            r.memory as f64 / capstan_model::resources::MIB as f64,
+            3
+        )),
+    );
     m.insert("pods".into(), json!(r.pods));
     for (k, v) in &r.extended {
         m.insert(k.clone(), json!(v));
@@ -204,11 +249,21 @@ pub struct PackingRow {
     pub unschedulable: usize,
 }
 
-pub fn bench_packing(dir: &str, catalog: Catalog, strategies: &[Strategy], time_limit: f64) -> Result<Vec<PackingRow>, anyhow::Error> {
+pub fn bench_packing(
+    dir: &str,
+    catalog: Catalog,
+    strategies: &[Strategy],
+    time_limit: f64,
+) -> Result<Vec<PackingRow>, anyhow::Error> {
     let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| InputError(format!("{dir}: {e}")))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml")))
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("json" | "yaml" | "yml")
+            )
+        })
         .collect();
     files.sort();
     if files.is_empty() {
@@ -224,7 +279,10 @@ pub fn bench_packing(dir: &str, catalog: Catalog, strategies: &[Strategy], time_
     for f in files {
         let path = f.to_string_lossy().to_string();
         p.pending = read_pods(&path)?;
-        let set = f.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+        let set = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
         for &s in strategies {
             let options = PackOptions {
                 strategy: s,
@@ -240,7 +298,11 @@ pub fn bench_packing(dir: &str, catalog: Catalog, strategies: &[Strategy], time_
                 nodes: r.plan.new_claims.len(),
                 price_usd_per_hour: round(r.total_price, 4),
                 lower_bound_usd_per_hour: round(r.lower_bound, 4),
-                ratio_to_bound: if r.lower_bound > 0.0 { round(r.total_price / r.lower_bound, 4) } else { 1.0 },
+                ratio_to_bound: if r.lower_bound > 0.0 {
+                    round(r.total_price / r.lower_bound, 4)
+                } else {
+                    1.0
+                },
                 solve_ms: round(ms, 1),
                 gap: r.gap.map(|g| round(g, 4)),
                 unschedulable: r.plan.unschedulable.len(),

@@ -15,8 +15,12 @@ use capstan_model::resources::{CPU, MEMORY, PODS};
 use capstan_model::taints::untolerated;
 use capstan_model::{Pod, Resources};
 use capstan_sched::SolveInput;
-use capstan_sched::predicates::{daemon_overhead, pod_allowed_in_pool, pod_requirements, type_compatible};
-use good_lp::{Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, microlp, variable};
+use capstan_sched::predicates::{
+    daemon_overhead, pod_allowed_in_pool, pod_requirements, type_compatible,
+};
+use good_lp::{
+    Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, microlp, variable,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Where capacity can come from.
@@ -66,8 +70,12 @@ fn prune(cells: &[Cell], groups: &mut [Group], dims: &[String]) -> Vec<usize> {
         let beaten = kept.iter().any(|&k| {
             !cells[k].bounded
                 && cells[k].price <= cells[c].price
-                && dims.iter().all(|d| cells[k].cap.get(d) >= cells[c].cap.get(d))
-                && members[c].iter().all(|g| members[k].binary_search(g).is_ok())
+                && dims
+                    .iter()
+                    .all(|d| cells[k].cap.get(d) >= cells[c].cap.get(d))
+                && members[c]
+                    .iter()
+                    .all(|g| members[k].binary_search(g).is_ok())
         });
         if beaten {
             dominated[c] = true;
@@ -92,7 +100,11 @@ pub(crate) fn lp_bound(cells: &[Cell], groups: &[Group]) -> Result<f64, PackErro
     let mut vars = ProblemVariables::new();
     let mut x: HashMap<usize, Variable> = HashMap::new();
     for &c in &kept {
-        let v = if cells[c].bounded { variable().min(0.0).max(1.0) } else { variable().min(0.0) };
+        let v = if cells[c].bounded {
+            variable().min(0.0).max(1.0)
+        } else {
+            variable().min(0.0)
+        };
         x.insert(c, vars.add(v));
     }
     // u[(g, c, d)]: how much of resource d group g takes from cell c.
@@ -114,13 +126,20 @@ pub(crate) fn lp_bound(cells: &[Cell], groups: &[Group]) -> Result<f64, PackErro
             if need <= 0 {
                 continue;
             }
-            let supply: Expression = grp.cells.iter().filter_map(|&c| u.get(&(g, c, di))).map(|v| Expression::from(*v)).sum();
+            let supply: Expression = grp
+                .cells
+                .iter()
+                .filter_map(|&c| u.get(&(g, c, di)))
+                .map(|v| Expression::from(*v))
+                .sum();
             model = model.with(constraint!(supply >= scale(d, need)));
         }
     }
     for &c in &kept {
         for (di, d) in dims.iter().enumerate() {
-            let takers: Vec<Variable> = (0..groups.len()).filter_map(|g| u.get(&(g, c, di)).copied()).collect();
+            let takers: Vec<Variable> = (0..groups.len())
+                .filter_map(|g| u.get(&(g, c, di)).copied())
+                .collect();
             if takers.is_empty() {
                 continue;
             }
@@ -128,8 +147,14 @@ pub(crate) fn lp_bound(cells: &[Cell], groups: &[Group]) -> Result<f64, PackErro
             model = model.with(constraint!(used <= scale(d, cells[c].cap.get(d)) * x[&c]));
         }
     }
-    let sol = model.solve().map_err(|e| PackError::Solver(e.to_string()))?;
-    Ok(kept.iter().map(|c| cells[*c].price * sol.value(x[c])).sum::<f64>().max(0.0))
+    let sol = model
+        .solve()
+        .map_err(|e| PackError::Solver(e.to_string()))?;
+    Ok(kept
+        .iter()
+        .map(|c| cells[*c].price * sol.value(x[c]))
+        .sum::<f64>()
+        .max(0.0))
 }
 
 /// Resources in numerically friendly units: cores, GiB, counts.
@@ -142,7 +167,9 @@ pub(crate) fn scale(d: &str, v: i64) -> f64 {
 }
 
 /// Free capacity of existing nodes and in-flight claims: cells at price 0.
-fn existing_cells(input: &SolveInput<'_>) -> Vec<(Cell, capstan_model::Requirements, Vec<capstan_model::Taint>)> {
+fn existing_cells(
+    input: &SolveInput<'_>,
+) -> Vec<(Cell, capstan_model::Requirements, Vec<capstan_model::Taint>)> {
     let snap = input.snapshot;
     let mut used: HashMap<&str, Resources> = HashMap::new();
     for p in snap.pods.iter().filter(|p| p.is_active()) {
@@ -199,7 +226,9 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
             if !type_compatible(it, &pool.requirements) {
                 continue;
             }
-            let Some(o) = it.cheapest_offering(&pool.requirements) else { continue };
+            let Some(o) = it.cheapest_offering(&pool.requirements) else {
+                continue;
+            };
             let mut cap = it.allocatable.clone();
             cap.sub(&overhead);
             if cap.cpu < 0 || cap.memory < 0 || cap.pods <= 0 {
@@ -221,8 +250,15 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
     // Pods with the same requirements, tolerations and requests may use the same cells.
     let mut shapes: BTreeMap<String, (Vec<usize>, Resources)> = BTreeMap::new();
     for (i, p) in input.pending.iter().enumerate() {
-        let key = format!("{}|{:?}|{:?}", pod_requirements(p), p.tolerations, p.requests);
-        let e = shapes.entry(key).or_insert_with(|| (Vec::new(), Resources::new()));
+        let key = format!(
+            "{}|{:?}|{:?}",
+            pod_requirements(p),
+            p.tolerations,
+            p.requests
+        );
+        let e = shapes
+            .entry(key)
+            .or_insert_with(|| (Vec::new(), Resources::new()));
         e.0.push(i);
         e.1.add(&p.requests);
     }
@@ -237,7 +273,9 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
             }
             let narrowed = pool.requirements.intersect(&reqs);
             for &(t, c) in &pool_cells[pi] {
-                if pod.requests.fits_in(&cells[c].cap) && type_compatible(&input.instance_types[t], &narrowed) {
+                if pod.requests.fits_in(&cells[c].cap)
+                    && type_compatible(&input.instance_types[t], &narrowed)
+                {
                     allowed.push(c);
                 }
             }
@@ -256,25 +294,48 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
         }
         groups_by_cells.entry(allowed).or_default().add(demand);
     }
-    let groups: Vec<Group> = groups_by_cells.into_iter().map(|(cells, demand)| Group { demand, cells }).collect();
+    let groups: Vec<Group> = groups_by_cells
+        .into_iter()
+        .map(|(cells, demand)| Group { demand, cells })
+        .collect();
     lp_bound(&cells, &groups)
 }
 
 /// Dual prices of each resource for a class: what one unit is worth at the LP optimum
 /// (max Σ π·demand subject to π·capacity ≤ price for every candidate). Keyed by resource name.
-pub(crate) fn dual_prices(cands: &[Cand], demand: &Resources) -> Result<BTreeMap<String, f64>, PackError> {
+pub(crate) fn dual_prices(
+    cands: &[Cand],
+    demand: &Resources,
+) -> Result<BTreeMap<String, f64>, PackError> {
     let mut names: Vec<String> = vec![CPU.into(), MEMORY.into(), PODS.into()];
     names.extend(demand.extended.keys().cloned());
     let mut vars = ProblemVariables::new();
-    let pi: Vec<Variable> = names.iter().map(|_| vars.add(variable().min(0.0))).collect();
-    let objective: Expression = names.iter().zip(&pi).map(|(n, v)| scale(n, demand.get(n)) * *v).sum();
+    let pi: Vec<Variable> = names
+        .iter()
+        .map(|_| vars.add(variable().min(0.0)))
+        .collect();
+    let objective: Expression = names
+        .iter()
+        .zip(&pi)
+        .map(|(n, v)| scale(n, demand.get(n)) * *v)
+        .sum();
     let mut model = vars.maximise(objective).using(microlp);
     for c in cands {
-        let lhs: Expression = names.iter().zip(&pi).map(|(n, v)| scale(n, c.cap.get(n)) * *v).sum();
+        let lhs: Expression = names
+            .iter()
+            .zip(&pi)
+            .map(|(n, v)| scale(n, c.cap.get(n)) * *v)
+            .sum();
         model = model.with(constraint!(lhs <= c.price));
     }
-    let sol = model.solve().map_err(|e| PackError::Solver(e.to_string()))?;
-    Ok(names.iter().zip(&pi).map(|(n, v)| (n.clone(), sol.value(*v))).collect())
+    let sol = model
+        .solve()
+        .map_err(|e| PackError::Solver(e.to_string()))?;
+    Ok(names
+        .iter()
+        .zip(&pi)
+        .map(|(n, v)| (n.clone(), sol.value(*v)))
+        .collect())
 }
 
 /// The configuration LP bound (column generation) when it applies: one NodePool, no existing
@@ -282,7 +343,11 @@ pub(crate) fn dual_prices(cands: &[Cand], demand: &Resources) -> Result<BTreeMap
 /// may share any node). `None` otherwise.
 pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
     let snap = input.snapshot;
-    if input.nodepools.len() != 1 || !snap.nodes.is_empty() || !snap.inflight.is_empty() || input.pending.is_empty() {
+    if input.nodepools.len() != 1
+        || !snap.nodes.is_empty()
+        || !snap.inflight.is_empty()
+        || input.pending.is_empty()
+    {
         return Ok(None);
     }
     let pool = &input.nodepools[0];
@@ -310,7 +375,9 @@ pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
                 dims.push(k.clone());
             }
         }
-        *by_req.entry(p.requests.iter().map(|(k, v)| (k.to_string(), v)).collect()).or_default() += 1;
+        *by_req
+            .entry(p.requests.iter().map(|(k, v)| (k.to_string(), v)).collect())
+            .or_default() += 1;
     }
     let vec_of = |r: &Resources| dims.iter().map(|d| r.get(d)).collect::<Vec<i64>>();
     let shapes: Vec<crate::config::Shape> = by_req
@@ -320,7 +387,10 @@ pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
             for (name, v) in k {
                 r.set(name, *v);
             }
-            crate::config::Shape { req: vec_of(&r), n: *n }
+            crate::config::Shape {
+                req: vec_of(&r),
+                n: *n,
+            }
         })
         .collect();
     let nd = crate::greedy::nondominated(&cands, &dims);
@@ -334,10 +404,16 @@ pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
     // A shape no type holds makes its pods unschedulable: they cost nothing in any plan.
     let shapes: Vec<crate::config::Shape> = shapes
         .into_iter()
-        .filter(|s| types.iter().any(|t| t.cap.iter().zip(&s.req).all(|(c, r)| r <= c)))
+        .filter(|s| {
+            types
+                .iter()
+                .any(|t| t.cap.iter().zip(&s.req).all(|(c, r)| r <= c))
+        })
         .collect();
     if shapes.is_empty() {
         return Ok(Some(0.0));
     }
-    Ok(Some(crate::config::solve(&shapes, &types, Vec::new())?.bound))
+    Ok(Some(
+        crate::config::solve(&shapes, &types, Vec::new())?.bound,
+    ))
 }

@@ -11,7 +11,9 @@
 //! value-to-price ratio any pattern could reach) still is.
 
 use crate::PackError;
-use good_lp::{Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, microlp, variable};
+use good_lp::{
+    Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, microlp, variable,
+};
 
 /// Pods with equal requests: their demand vector and count.
 #[derive(Clone, Debug)]
@@ -45,7 +47,10 @@ const NODE_LIMIT: usize = 200_000;
 const MAX_ITERATIONS: usize = 60;
 
 fn fits(cap: &[i64], used: &[i64], req: &[i64], k: i64) -> bool {
-    cap.iter().zip(used).zip(req).all(|((c, u), r)| u + r * k <= *c)
+    cap.iter()
+        .zip(used)
+        .zip(req)
+        .all(|((c, u), r)| u + r * k <= *c)
 }
 
 fn max_fit(cap: &[i64], used: &[i64], req: &[i64], limit: i64) -> i64 {
@@ -63,15 +68,29 @@ fn max_fit(cap: &[i64], used: &[i64], req: &[i64], limit: i64) -> i64 {
 /// normalized sum, and CPU/memory mixes), each solved as a fractional knapsack: the smallest is a
 /// valid upper bound on what the items from a position on can add.
 pub(crate) struct Surrogates {
-    sorted: Vec<(Vec<f64>, Vec<(usize, f64, f64, f64)>)>,
+    /// Per surrogate: its weights, and (branch position, value, size, count) by density.
+    sorted: Vec<Surrogate>,
 }
+
+type Surrogate = (Vec<f64>, Vec<(usize, f64, f64, f64)>);
 
 impl Surrogates {
     /// `order` lists the shapes in the order a search branches on them.
-    pub(crate) fn new(cap: &[i64], shapes: &[Shape], values: &[f64], order: &[usize]) -> Surrogates {
+    pub(crate) fn new(
+        cap: &[i64],
+        shapes: &[Shape],
+        values: &[f64],
+        order: &[usize],
+    ) -> Surrogates {
         let dims = cap.len();
-        let mut weights: Vec<Vec<f64>> = (0..dims).map(|r| (0..dims).map(|q| if q == r { 1.0 } else { 0.0 }).collect()).collect();
-        weights.push((0..dims).map(|r| if cap[r] > 0 { 1.0 / cap[r] as f64 } else { 0.0 }).collect());
+        let mut weights: Vec<Vec<f64>> = (0..dims)
+            .map(|r| (0..dims).map(|q| if q == r { 1.0 } else { 0.0 }).collect())
+            .collect();
+        weights.push(
+            (0..dims)
+                .map(|r| if cap[r] > 0 { 1.0 / cap[r] as f64 } else { 0.0 })
+                .collect(),
+        );
         // Mixes of the first two dimensions (CPU and memory), where most of the tension is.
         if dims >= 2 && cap[0] > 0 && cap[1] > 0 {
             for a in [0.2, 0.4, 0.6, 0.8] {
@@ -88,7 +107,12 @@ impl Surrogates {
                     .iter()
                     .enumerate()
                     .map(|(pos, &s)| {
-                        let size: f64 = shapes[s].req.iter().zip(&w).map(|(r, w)| *r as f64 * w).sum();
+                        let size: f64 = shapes[s]
+                            .req
+                            .iter()
+                            .zip(&w)
+                            .map(|(r, w)| *r as f64 * w)
+                            .sum();
                         (pos, values[s], size, shapes[s].n as f64)
                     })
                     .collect();
@@ -150,7 +174,12 @@ pub(crate) fn branch_order(cap: &[i64], shapes: &[Shape], values: &[f64]) -> Vec
 
 /// Searches for the pattern of highest value; branches that cannot beat `threshold` (the node's
 /// price) are cut, since only patterns worth more than their price matter.
-pub(crate) fn knapsack(cap: &[i64], shapes: &[Shape], values: &[f64], threshold: f64) -> (f64, Vec<i64>, bool, f64) {
+pub(crate) fn knapsack(
+    cap: &[i64],
+    shapes: &[Shape],
+    values: &[f64],
+    threshold: f64,
+) -> (f64, Vec<i64>, bool, f64) {
     let dims = cap.len();
     let order = branch_order(cap, shapes, values);
     let surrogates = Surrogates::new(cap, shapes, values, &order);
@@ -237,57 +266,116 @@ pub(crate) fn knapsack(cap: &[i64], shapes: &[Shape], values: &[f64], threshold:
     );
     let exact = nodes <= NODE_LIMIT;
     // A finished search knows the maximum exactly (up to the threshold it pruned against).
-    let ub = if exact { best_value.max(threshold.min(root_bound)) } else { root_bound.max(best_value) };
+    let ub = if exact {
+        best_value.max(threshold.min(root_bound))
+    } else {
+        root_bound.max(best_value)
+    };
     (best_value, best_counts, exact, ub)
 }
 
 /// The LP relaxation of one pricing knapsack: an upper bound on any pattern's value.
 fn knapsack_lp(cap: &[i64], shapes: &[Shape], values: &[f64]) -> Result<f64, PackError> {
     let mut vars = ProblemVariables::new();
-    let a: Vec<Variable> = shapes.iter().map(|s| vars.add(variable().min(0.0).max(s.n as f64))).collect();
+    let a: Vec<Variable> = shapes
+        .iter()
+        .map(|s| vars.add(variable().min(0.0).max(s.n as f64)))
+        .collect();
     let objective: Expression = values.iter().zip(&a).map(|(v, x)| *v * *x).sum();
     let mut model = vars.maximise(objective).using(microlp);
-    for r in 0..cap.len() {
-        let used: Expression = shapes.iter().zip(&a).filter(|(s, _)| s.req[r] > 0).map(|(s, x)| s.req[r] as f64 * *x).sum();
-        model = model.with(constraint!(used <= cap[r] as f64));
+    for (r, &limit) in cap.iter().enumerate() {
+        let used: Expression = shapes
+            .iter()
+            .zip(&a)
+            .filter(|(s, _)| s.req[r] > 0)
+            .map(|(s, x)| s.req[r] as f64 * *x)
+            .sum();
+        model = model.with(constraint!(used <= limit as f64));
     }
-    let sol = model.solve().map_err(|e| PackError::Solver(e.to_string()))?;
-    Ok(values.iter().zip(&a).map(|(v, x)| v * sol.value(*x)).sum::<f64>() * (1.0 + 1e-9))
+    let sol = model
+        .solve()
+        .map_err(|e| PackError::Solver(e.to_string()))?;
+    Ok(values
+        .iter()
+        .zip(&a)
+        .map(|(v, x)| v * sol.value(*x))
+        .sum::<f64>()
+        * (1.0 + 1e-9))
 }
 
 /// The dual of the restricted master: shape prices no column can beat.
-fn duals(shapes: &[Shape], types: &[NodeType], columns: &[(usize, Vec<i64>)]) -> Result<(Vec<f64>, f64), PackError> {
+fn duals(
+    shapes: &[Shape],
+    types: &[NodeType],
+    columns: &[(usize, Vec<i64>)],
+) -> Result<(Vec<f64>, f64), PackError> {
     let mut vars = ProblemVariables::new();
-    let pi: Vec<Variable> = shapes.iter().map(|_| vars.add(variable().min(0.0))).collect();
+    let pi: Vec<Variable> = shapes
+        .iter()
+        .map(|_| vars.add(variable().min(0.0)))
+        .collect();
     let objective: Expression = shapes.iter().zip(&pi).map(|(s, v)| s.n as f64 * *v).sum();
     let mut model = vars.maximise(objective).using(microlp);
     for (t, counts) in columns {
-        let lhs: Expression = counts.iter().zip(&pi).filter(|(c, _)| **c > 0).map(|(c, v)| *c as f64 * *v).sum();
+        let lhs: Expression = counts
+            .iter()
+            .zip(&pi)
+            .filter(|(c, _)| **c > 0)
+            .map(|(c, v)| *c as f64 * *v)
+            .sum();
         model = model.with(constraint!(lhs <= types[*t].price));
     }
-    let sol = model.solve().map_err(|e| PackError::Solver(e.to_string()))?;
+    let sol = model
+        .solve()
+        .map_err(|e| PackError::Solver(e.to_string()))?;
     let values: Vec<f64> = pi.iter().map(|v| sol.value(*v).max(0.0)).collect();
-    let obj = shapes.iter().zip(&values).map(|(s, v)| s.n as f64 * v).sum();
+    let obj = shapes
+        .iter()
+        .zip(&values)
+        .map(|(s, v)| s.n as f64 * v)
+        .sum();
     Ok((values, obj))
 }
 
 /// The restricted master's primal solution.
-fn primal(shapes: &[Shape], types: &[NodeType], columns: &[(usize, Vec<i64>)]) -> Result<Vec<f64>, PackError> {
+fn primal(
+    shapes: &[Shape],
+    types: &[NodeType],
+    columns: &[(usize, Vec<i64>)],
+) -> Result<Vec<f64>, PackError> {
     let mut vars = ProblemVariables::new();
-    let z: Vec<Variable> = columns.iter().map(|_| vars.add(variable().min(0.0))).collect();
-    let objective: Expression = columns.iter().zip(&z).map(|((t, _), v)| types[*t].price * *v).sum();
+    let z: Vec<Variable> = columns
+        .iter()
+        .map(|_| vars.add(variable().min(0.0)))
+        .collect();
+    let objective: Expression = columns
+        .iter()
+        .zip(&z)
+        .map(|((t, _), v)| types[*t].price * *v)
+        .sum();
     let mut model = vars.minimise(objective).using(microlp);
     for (s, shape) in shapes.iter().enumerate() {
-        let cover: Expression = columns.iter().zip(&z).filter(|((_, c), _)| c[s] > 0).map(|((_, c), v)| c[s] as f64 * *v).sum();
+        let cover: Expression = columns
+            .iter()
+            .zip(&z)
+            .filter(|((_, c), _)| c[s] > 0)
+            .map(|((_, c), v)| c[s] as f64 * *v)
+            .sum();
         model = model.with(constraint!(cover >= shape.n as f64));
     }
-    let sol = model.solve().map_err(|e| PackError::Solver(e.to_string()))?;
+    let sol = model
+        .solve()
+        .map_err(|e| PackError::Solver(e.to_string()))?;
     Ok(z.iter().map(|v| sol.value(*v).max(0.0)).collect())
 }
 
 /// Column generation over `types` (already restricted to types that may host every shape; a
 /// shape that does not fit a type simply never appears in its patterns).
-pub(crate) fn solve(shapes: &[Shape], types: &[NodeType], seed_columns: Vec<(usize, Vec<i64>)>) -> Result<ConfigLp, PackError> {
+pub(crate) fn solve(
+    shapes: &[Shape],
+    types: &[NodeType],
+    seed_columns: Vec<(usize, Vec<i64>)>,
+) -> Result<ConfigLp, PackError> {
     let mut columns = seed_columns;
     // Single-shape columns: for every shape, its five cheapest-per-pod types.
     for (s, shape) in shapes.iter().enumerate() {
@@ -329,7 +417,8 @@ pub(crate) fn solve(shapes: &[Shape], types: &[NodeType], seed_columns: Vec<(usi
         ratio_ub = 1.0;
         let mut found: Vec<(f64, usize, Vec<i64>)> = Vec::new();
         for (t, ty) in types.iter().enumerate() {
-            let (value, counts, was_exact, mut ub) = knapsack(&ty.cap, shapes, &pi, ty.price * (1.0 + 1e-7));
+            let (value, counts, was_exact, mut ub) =
+                knapsack(&ty.cap, shapes, &pi, ty.price * (1.0 + 1e-7));
             if !was_exact && ub > ty.price * (1.0 + 1e-7) {
                 // The search was cut short: the knapsack's LP relaxation settles it.
                 ub = ub.min(knapsack_lp(&ty.cap, shapes, &pi)?);
@@ -376,8 +465,14 @@ mod tests {
     #[test]
     fn the_configuration_bound_sees_what_the_aggregate_bound_misses() {
         // Pods of 600 units on nodes of 1000: one pod per node however you count resources.
-        let shapes = vec![Shape { req: vec![600], n: 4 }];
-        let types = vec![NodeType { cap: vec![1000], price: 1.0 }];
+        let shapes = vec![Shape {
+            req: vec![600],
+            n: 4,
+        }];
+        let types = vec![NodeType {
+            cap: vec![1000],
+            price: 1.0,
+        }];
         let lp = solve(&shapes, &types, Vec::new()).unwrap();
         assert!(lp.exact);
         assert!((lp.bound - 4.0).abs() < 1e-6, "{}", lp.bound);
@@ -385,7 +480,16 @@ mod tests {
 
     #[test]
     fn knapsack_finds_the_best_pattern() {
-        let shapes = vec![Shape { req: vec![3, 1], n: 10 }, Shape { req: vec![1, 3], n: 10 }];
+        let shapes = vec![
+            Shape {
+                req: vec![3, 1],
+                n: 10,
+            },
+            Shape {
+                req: vec![1, 3],
+                n: 10,
+            },
+        ];
         let (v, c, exact, _) = knapsack(&[8, 8], &shapes, &[1.0, 1.0], 0.0);
         assert!(exact);
         assert_eq!(v, 4.0);
@@ -394,8 +498,20 @@ mod tests {
 
     #[test]
     fn mixing_shapes_beats_buying_one_type_per_shape() {
-        let shapes = vec![Shape { req: vec![3, 1], n: 4 }, Shape { req: vec![1, 3], n: 4 }];
-        let types = vec![NodeType { cap: vec![8, 8], price: 1.0 }];
+        let shapes = vec![
+            Shape {
+                req: vec![3, 1],
+                n: 4,
+            },
+            Shape {
+                req: vec![1, 3],
+                n: 4,
+            },
+        ];
+        let types = vec![NodeType {
+            cap: vec![8, 8],
+            price: 1.0,
+        }];
         let lp = solve(&shapes, &types, Vec::new()).unwrap();
         assert!(lp.exact);
         assert!((lp.bound - 2.0).abs() < 1e-6, "{}", lp.bound);

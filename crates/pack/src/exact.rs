@@ -17,14 +17,25 @@ use crate::greedy::{improve, nondominated};
 use crate::{Class, PackError, PackedNode};
 use capstan_model::resources::{CPU, MEMORY, PODS};
 use capstan_sched::SolveInput;
-use good_lp::{Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, Variable, WithTimeLimit, constraint, microlp, variable};
+use good_lp::microlp as mip_solver;
+use good_lp::{
+    Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, Variable, WithTimeLimit,
+    constraint, variable,
+};
 use std::collections::BTreeMap;
 
 const MAX_PATTERNS: usize = 100_000;
 
 /// Every maximal pattern for one node type worth at least `floor` at prices `values`.
 /// `false` when there are more than `room` of them.
-fn enumerate(cap: &[i64], shapes: &[Shape], values: &[f64], floor: f64, room: usize, out: &mut Vec<Vec<i64>>) -> bool {
+fn enumerate(
+    cap: &[i64],
+    shapes: &[Shape],
+    values: &[f64],
+    floor: f64,
+    room: usize,
+    out: &mut Vec<Vec<i64>>,
+) -> bool {
     let order = branch_order(cap, shapes, values);
     let sur = Surrogates::new(cap, shapes, values, &order);
     let mut used = vec![0i64; cap.len()];
@@ -50,7 +61,9 @@ fn enumerate(cap: &[i64], shapes: &[Shape], values: &[f64], floor: f64, room: us
         let rem: Vec<i64> = cap.iter().zip(used.iter()).map(|(c, u)| c - u).collect();
         if i == order.len() {
             // Maximal: no shape still needed fits once more.
-            let maximal = (0..shapes.len()).all(|s| counts[s] >= shapes[s].n || shapes[s].req.iter().zip(&rem).any(|(r, left)| r > left));
+            let maximal = (0..shapes.len()).all(|s| {
+                counts[s] >= shapes[s].n || shapes[s].req.iter().zip(&rem).any(|(r, left)| r > left)
+            });
             if maximal && value >= floor - 1e-9 && counts.iter().any(|&c| c > 0) {
                 out.push(counts.clone());
             }
@@ -71,7 +84,20 @@ fn enumerate(cap: &[i64], shapes: &[Shape], values: &[f64], floor: f64, room: us
                 *u += r * k;
             }
             counts[s] = k;
-            let ok = dfs(i + 1, value + values[s] * k as f64, order, shapes, values, cap, sur, floor, room, used, counts, out);
+            let ok = dfs(
+                i + 1,
+                value + values[s] * k as f64,
+                order,
+                shapes,
+                values,
+                cap,
+                sur,
+                floor,
+                room,
+                used,
+                counts,
+                out,
+            );
             for (u, r) in used.iter_mut().zip(&shapes[s].req) {
                 *u -= r * k;
             }
@@ -82,11 +108,29 @@ fn enumerate(cap: &[i64], shapes: &[Shape], values: &[f64], floor: f64, room: us
         }
         true
     }
-    dfs(0, 0.0, &order, shapes, values, cap, &sur, floor, room, &mut used, &mut counts, out)
+    dfs(
+        0,
+        0.0,
+        &order,
+        shapes,
+        values,
+        cap,
+        &sur,
+        floor,
+        room,
+        &mut used,
+        &mut counts,
+        out,
+    )
 }
 
 /// Solves a class exactly when it can: the nodes and the gap to the lower bound (0 = proven).
-pub(crate) fn solve(input: &SolveInput<'_>, class: &Class, time_limit: f64, heuristic: Vec<PackedNode>) -> Result<(Vec<PackedNode>, f64), PackError> {
+pub(crate) fn solve(
+    input: &SolveInput<'_>,
+    class: &Class,
+    time_limit: f64,
+    heuristic: Vec<PackedNode>,
+) -> Result<(Vec<PackedNode>, f64), PackError> {
     let pods = input.pending;
     let ub: f64 = heuristic.iter().map(|n| class.cands[n.cand].price).sum();
     let mut dims: Vec<String> = vec![CPU.into(), MEMORY.into(), PODS.into()];
@@ -98,7 +142,10 @@ pub(crate) fn solve(input: &SolveInput<'_>, class: &Class, time_limit: f64, heur
                 dims.push(k.clone());
             }
         }
-        by_req.entry(r.iter().map(|(k, v)| (k.to_string(), v)).collect()).or_default().push(p);
+        by_req
+            .entry(r.iter().map(|(k, v)| (k.to_string(), v)).collect())
+            .or_default()
+            .push(p);
     }
     let groups: Vec<Vec<usize>> = by_req.into_values().collect();
     let shapes: Vec<Shape> = groups
@@ -116,7 +163,13 @@ pub(crate) fn solve(input: &SolveInput<'_>, class: &Class, time_limit: f64, heur
             price: class.cands[i].price,
         })
         .collect();
-    let gap_of = |price: f64, lb: f64| if price > 0.0 { ((price - lb) / price).max(0.0) } else { 0.0 };
+    let gap_of = |price: f64, lb: f64| {
+        if price > 0.0 {
+            ((price - lb) / price).max(0.0)
+        } else {
+            0.0
+        }
+    };
     let lp = config::solve(&shapes, &types, Vec::new())?;
     if !lp.exact {
         return Ok((heuristic, gap_of(ub, lp.bound)));
@@ -129,16 +182,31 @@ pub(crate) fn solve(input: &SolveInput<'_>, class: &Class, time_limit: f64, heur
     for (t, ty) in types.iter().enumerate() {
         let mut out = Vec::new();
         let room = MAX_PATTERNS.saturating_sub(columns.len());
-        if !enumerate(&ty.cap, &shapes, &lp.duals, ty.price - delta, room, &mut out) {
+        if !enumerate(
+            &ty.cap,
+            &shapes,
+            &lp.duals,
+            ty.price - delta,
+            room,
+            &mut out,
+        ) {
             return Ok((heuristic, gap_of(ub, lp.bound)));
         }
         columns.extend(out.into_iter().map(|c| (t, c)));
     }
     // A column beaten by a no-more-expensive one covering at least as much is never needed.
-    columns.sort_by(|a, b| types[a.0].price.total_cmp(&types[b.0].price).then_with(|| b.1.cmp(&a.1)));
+    columns.sort_by(|a, b| {
+        types[a.0]
+            .price
+            .total_cmp(&types[b.0].price)
+            .then_with(|| b.1.cmp(&a.1))
+    });
     let mut kept: Vec<(usize, Vec<i64>)> = Vec::with_capacity(columns.len());
     for col in columns {
-        if !kept.iter().any(|k| k.1.iter().zip(&col.1).all(|(a, b)| a >= b)) {
+        if !kept
+            .iter()
+            .any(|k| k.1.iter().zip(&col.1).all(|(a, b)| a >= b))
+        {
             kept.push(col);
         }
     }
@@ -157,13 +225,25 @@ pub(crate) fn solve(input: &SolveInput<'_>, class: &Class, time_limit: f64, heur
             vars.add(variable().integer().min(0).max(ub as f64))
         })
         .collect();
-    let objective: Expression = columns.iter().zip(&z).map(|((t, _), v)| types[*t].price * *v).sum();
+    let objective: Expression = columns
+        .iter()
+        .zip(&z)
+        .map(|((t, _), v)| types[*t].price * *v)
+        .sum();
     let cutoff = objective.clone();
-    let mut model = vars.minimise(objective).using(microlp).with_time_limit(time_limit);
+    let mut model = vars
+        .minimise(objective)
+        .using(mip_solver)
+        .with_time_limit(time_limit);
     // Only plans strictly cheaper than the heuristic's are of interest.
     model = model.with(constraint!(cutoff <= ub - 1e-6));
     for (s, shape) in shapes.iter().enumerate() {
-        let cover: Expression = columns.iter().zip(&z).filter(|((_, c), _)| c[s] > 0).map(|((_, c), v)| c[s] as f64 * *v).sum();
+        let cover: Expression = columns
+            .iter()
+            .zip(&z)
+            .filter(|((_, c), _)| c[s] > 0)
+            .map(|((_, c), v)| c[s] as f64 * *v)
+            .sum();
         model = model.with(constraint!(cover >= shape.n as f64));
     }
     let sol = match model.solve() {
@@ -188,7 +268,10 @@ pub(crate) fn solve(input: &SolveInput<'_>, class: &Class, time_limit: f64, heur
                 }
             }
             if !ids.is_empty() {
-                nodes.push(PackedNode { cand: nd[*t], pods: ids });
+                nodes.push(PackedNode {
+                    cand: nd[*t],
+                    pods: ids,
+                });
             }
         }
     }

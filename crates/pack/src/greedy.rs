@@ -21,7 +21,9 @@ pub(crate) fn nondominated(cands: &[Cand], dims: &[String]) -> Vec<usize> {
     let mut kept: Vec<usize> = Vec::new();
     // cands are sorted by price: a candidate can only be beaten by an earlier one.
     for (i, c) in cands.iter().enumerate() {
-        let beaten = kept.iter().any(|&k| dims.iter().all(|d| cands[k].cap.get(d) >= c.cap.get(d)));
+        let beaten = kept
+            .iter()
+            .any(|&k| dims.iter().all(|d| cands[k].cap.get(d) >= c.cap.get(d)));
         if !beaten {
             kept.push(i);
         }
@@ -67,7 +69,10 @@ pub(crate) fn pack(input: &SolveInput<'_>, class: &Class) -> Result<Vec<PackedNo
                 dims.push(k.clone());
             }
         }
-        by_req.entry(r.iter().map(|(k, v)| (k.to_string(), v)).collect()).or_default().push(p);
+        by_req
+            .entry(r.iter().map(|(k, v)| (k.to_string(), v)).collect())
+            .or_default()
+            .push(p);
     }
     let nd = nondominated(&class.cands, &dims);
     if nd.is_empty() || class.pods.is_empty() {
@@ -102,7 +107,10 @@ pub(crate) fn pack(input: &SolveInput<'_>, class: &Class) -> Result<Vec<PackedNo
             let r = &pods[ids[0]].requests;
             let mut value: f64 = match (&cg, &resource_duals) {
                 (Some(cg), _) => cg.duals[g],
-                (None, Some(d)) => dims.iter().map(|x| d.get(x).copied().unwrap_or(0.0) * scale(x, r.get(x))).sum(),
+                (None, Some(d)) => dims
+                    .iter()
+                    .map(|x| d.get(x).copied().unwrap_or(0.0) * scale(x, r.get(x)))
+                    .sum(),
                 (None, None) => 0.0,
             };
             if value <= 1e-12 {
@@ -123,17 +131,27 @@ pub(crate) fn pack(input: &SolveInput<'_>, class: &Class) -> Result<Vec<PackedNo
         })
         .collect();
     shapes.sort_by(|a, b| b.value.total_cmp(&a.value).then_with(|| b.req.cmp(&a.req)));
-    let caps: Vec<Vec<i64>> = nd.iter().map(|&i| vec_of(&class.cands[i].cap, &dims)).collect();
+    let caps: Vec<Vec<i64>> = nd
+        .iter()
+        .map(|&i| vec_of(&class.cands[i].cap, &dims))
+        .collect();
     let mut left: Vec<i64> = shapes.iter().map(|s| s.pods.len() as i64).collect();
     let mut patterns: Vec<(usize, Vec<i64>)> = Vec::new(); // (candidate index into class.cands, counts)
     // Whole nodes of the LP's solution first (rounded down), then the rest greedily.
     if let Some(cg) = &cg {
-        let mut cols: Vec<(f64, usize)> = cg.z.iter().copied().enumerate().map(|(k, z)| (z, k)).collect();
+        let mut cols: Vec<(f64, usize)> =
+            cg.z.iter()
+                .copied()
+                .enumerate()
+                .map(|(k, z)| (z, k))
+                .collect();
         cols.sort_by(|a, b| b.0.total_cmp(&a.0));
         for (z, k) in cols {
             let (t, counts) = &cg.columns[k];
             for _ in 0..((z + 1e-9).floor() as i64) {
-                let mine: Vec<i64> = (0..shapes.len()).map(|i| counts[shapes[i].group].min(left[i])).collect();
+                let mine: Vec<i64> = (0..shapes.len())
+                    .map(|i| counts[shapes[i].group].min(left[i]))
+                    .collect();
                 if mine.iter().all(|&c| c == 0) {
                     break;
                 }
@@ -169,7 +187,9 @@ pub(crate) fn pack(input: &SolveInput<'_>, class: &Class) -> Result<Vec<PackedNo
             let eff = value / class.cands[nd[j]].price.max(1e-9);
             let better = match &best {
                 None => true,
-                Some((be, bv, _, _)) => eff > *be * (1.0 + 1e-9) || (eff >= *be * (1.0 - 1e-9) && value > *bv),
+                Some((be, bv, _, _)) => {
+                    eff > *be * (1.0 + 1e-9) || (eff >= *be * (1.0 - 1e-9) && value > *bv)
+                }
             };
             if better {
                 best = Some((eff, value, j, counts));
@@ -223,7 +243,11 @@ pub(crate) fn improve(input: &SolveInput<'_>, class: &Class, nodes: &mut Vec<Pac
         }
         let used: Vec<Resources> = nodes.iter().map(|n| pods_requests(pods, &n.pods)).collect();
         let mut order: Vec<usize> = (0..nodes.len()).collect();
-        order.sort_by(|&a, &b| class.cands[nodes[a].cand].price.total_cmp(&class.cands[nodes[b].cand].price));
+        order.sort_by(|&a, &b| {
+            class.cands[nodes[a].cand]
+                .price
+                .total_cmp(&class.cands[nodes[b].cand].price)
+        });
         let mut improved = false;
         for &victim in order.iter().take(40) {
             let mut trial_used = used.clone();
@@ -274,7 +298,8 @@ pub(crate) fn improve(input: &SolveInput<'_>, class: &Class, nodes: &mut Vec<Pac
         let used: Vec<Resources> = nodes.iter().map(|n| pods_requests(pods, &n.pods)).collect();
         let util = |i: usize| {
             let c = &class.cands[nodes[i].cand].cap;
-            (used[i].cpu as f64 / c.cpu.max(1) as f64).max(used[i].memory as f64 / c.memory.max(1) as f64)
+            (used[i].cpu as f64 / c.cpu.max(1) as f64)
+                .max(used[i].memory as f64 / c.memory.max(1) as f64)
         };
         let mut order: Vec<usize> = (0..nodes.len()).collect();
         order.sort_by(|&a, &b| util(a).total_cmp(&util(b)));
@@ -284,7 +309,9 @@ pub(crate) fn improve(input: &SolveInput<'_>, class: &Class, nodes: &mut Vec<Pac
             for &b in &light[x + 1..] {
                 let req = used[a].plus(&used[b]);
                 if let Some(c) = cheapest_holding(class, &req) {
-                    let saving = class.cands[nodes[a].cand].price + class.cands[nodes[b].cand].price - class.cands[c].price;
+                    let saving = class.cands[nodes[a].cand].price
+                        + class.cands[nodes[b].cand].price
+                        - class.cands[c].price;
                     if saving > 1e-9 && best.is_none_or(|(s, ..)| saving > s) {
                         best = Some((saving, a, b, c));
                     }

@@ -100,7 +100,11 @@ pub struct PackResult {
 pub(crate) fn movable(input: &SolveInput<'_>) -> Vec<Option<Vec<String>>> {
     use capstan_model::labels::HOSTNAME;
     // (namespaces, selector, key) of every topology term in play.
-    let mut terms: Vec<(&capstan_model::pod::Namespaces, &capstan_model::selector::LabelSelector, &str)> = Vec::new();
+    let mut terms: Vec<(
+        &capstan_model::pod::Namespaces,
+        &capstan_model::selector::LabelSelector,
+        &str,
+    )> = Vec::new();
     for p in input.pending.iter().chain(input.snapshot.pods.iter()) {
         for sp in &p.spread {
             if let Some(sel) = &sp.selector {
@@ -112,7 +116,11 @@ pub(crate) fn movable(input: &SolveInput<'_>) -> Vec<Option<Vec<String>>> {
                 terms.push((&t.namespaces, sel, &t.topology_key));
             }
         }
-        for w in p.preferred_affinity.iter().chain(&p.preferred_anti_affinity) {
+        for w in p
+            .preferred_affinity
+            .iter()
+            .chain(&p.preferred_anti_affinity)
+        {
             if let Some(sel) = &w.term.selector {
                 terms.push((&w.term.namespaces, sel, &w.term.topology_key));
             }
@@ -127,8 +135,18 @@ pub(crate) fn movable(input: &SolveInput<'_>) -> Vec<Option<Vec<String>>> {
             }
             let mut keys: BTreeSet<String> = BTreeSet::new();
             keys.extend(p.spread.iter().map(|s| s.topology_key.clone()));
-            keys.extend(p.affinity.iter().chain(&p.anti_affinity).map(|t| t.topology_key.clone()));
-            keys.extend(p.preferred_affinity.iter().chain(&p.preferred_anti_affinity).map(|w| w.term.topology_key.clone()));
+            keys.extend(
+                p.affinity
+                    .iter()
+                    .chain(&p.anti_affinity)
+                    .map(|t| t.topology_key.clone()),
+            );
+            keys.extend(
+                p.preferred_affinity
+                    .iter()
+                    .chain(&p.preferred_anti_affinity)
+                    .map(|w| w.term.topology_key.clone()),
+            );
             for (ns, sel, key) in &terms {
                 if ns.contains(&p.namespace) && sel.matches(&p.labels) {
                     keys.insert(key.to_string());
@@ -165,7 +183,11 @@ pub(crate) struct Class {
 }
 
 /// Candidate types for a pool narrowed by `reqs`.
-pub(crate) fn candidates(types: &[InstanceType], reqs: &Requirements, overhead: &Resources) -> Vec<Cand> {
+pub(crate) fn candidates(
+    types: &[InstanceType],
+    reqs: &Requirements,
+    overhead: &Resources,
+) -> Vec<Cand> {
     let mut v: Vec<Cand> = types
         .iter()
         .enumerate()
@@ -174,7 +196,11 @@ pub(crate) fn candidates(types: &[InstanceType], reqs: &Requirements, overhead: 
             let o = t.cheapest_offering(reqs)?;
             let mut cap = t.allocatable.clone();
             cap.sub(overhead);
-            (cap.cpu >= 0 && cap.memory >= 0 && cap.pods > 0).then_some(Cand { t: i, price: o.price, cap })
+            (cap.cpu >= 0 && cap.memory >= 0 && cap.pods > 0).then_some(Cand {
+                t: i,
+                price: o.price,
+                cap,
+            })
         })
         .collect();
     v.sort_by(|a, b| a.price.total_cmp(&b.price).then(a.t.cmp(&b.t)));
@@ -185,7 +211,9 @@ pub(crate) fn candidates(types: &[InstanceType], reqs: &Requirements, overhead: 
 fn classes(input: &SolveInput<'_>, plan: &Plan, movable: &[Option<Vec<String>>]) -> Vec<Class> {
     let mut by_key: BTreeMap<(usize, String, String), Class> = BTreeMap::new();
     for c in &plan.new_claims {
-        let Some(pool) = input.nodepools.iter().position(|p| p.name == c.nodepool) else { continue };
+        let Some(pool) = input.nodepools.iter().position(|p| p.name == c.nodepool) else {
+            continue;
+        };
         let np = &input.nodepools[pool];
         if !np.limits.is_empty() {
             // Repacking could break the pool's limits; sched already honoured them.
@@ -209,7 +237,13 @@ fn classes(input: &SolveInput<'_>, plan: &Plan, movable: &[Option<Vec<String>>])
             let tolerated: String = np
                 .taints
                 .iter()
-                .map(|t| if untolerated(std::slice::from_ref(t), &pod.tolerations, true).is_none() { '1' } else { '0' })
+                .map(|t| {
+                    if untolerated(std::slice::from_ref(t), &pod.tolerations, true).is_none() {
+                        '1'
+                    } else {
+                        '0'
+                    }
+                })
                 .collect();
             let key = (pool, reqs.to_string(), tolerated);
             by_key
@@ -252,15 +286,27 @@ pub(crate) fn cheapest_holding(class: &Class, req: &Resources) -> Option<usize> 
 }
 
 /// Turns packed nodes back into NewClaims (downsized to the cheapest type that holds them).
-fn claims_for(input: &SolveInput<'_>, class: &Class, nodes: &[PackedNode], seq: &mut usize) -> Vec<NewClaim> {
+fn claims_for(
+    input: &SolveInput<'_>,
+    class: &Class,
+    nodes: &[PackedNode],
+    seq: &mut usize,
+) -> Vec<NewClaim> {
     let pool = &input.nodepools[class.pool];
     let mut out = Vec::new();
     for n in nodes {
         let req = pods_requests(input.pending, &n.pods);
-        let options: Vec<usize> = class.cands.iter().filter(|c| req.fits_in(&c.cap)).map(|c| c.t).collect();
+        let options: Vec<usize> = class
+            .cands
+            .iter()
+            .filter(|c| req.fits_in(&c.cap))
+            .map(|c| c.t)
+            .collect();
         let Some(&t) = options.first() else { continue };
         let it = &input.instance_types[t];
-        let o = it.cheapest_offering(&class.reqs).expect("candidates have an allowed offering");
+        let o = it
+            .cheapest_offering(&class.reqs)
+            .expect("candidates have an allowed offering");
         let mut used = req.clone();
         used.add(&class.overhead);
         out.push(NewClaim {
@@ -285,15 +331,20 @@ fn claims_for(input: &SolveInput<'_>, class: &Class, nodes: &[PackedNode], seq: 
 /// Whether a set of claims respects each claim's pool minValues.
 fn min_values_ok(input: &SolveInput<'_>, claims: &[NewClaim]) -> bool {
     claims.iter().all(|c| {
-        let Some(pool) = input.nodepools.iter().find(|p| p.name == c.nodepool) else { return true };
-        pool.requirements.iter().filter_map(|r| r.min_values.map(|m| (r, m))).all(|(r, m)| {
-            let distinct: BTreeSet<&String> = c
-                .instance_types
-                .iter()
-                .filter_map(|&t| input.instance_types[t].labels.get(&r.key))
-                .collect();
-            distinct.len() >= m as usize
-        })
+        let Some(pool) = input.nodepools.iter().find(|p| p.name == c.nodepool) else {
+            return true;
+        };
+        pool.requirements
+            .iter()
+            .filter_map(|r| r.min_values.map(|m| (r, m)))
+            .all(|(r, m)| {
+                let distinct: BTreeSet<&String> = c
+                    .instance_types
+                    .iter()
+                    .filter_map(|&t| input.instance_types[t].labels.get(&r.key))
+                    .collect();
+                distinct.len() >= m as usize
+            })
     })
 }
 
@@ -322,7 +373,10 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
     }
     let movable = movable(&input);
     let classes = classes(&input, &base, &movable);
-    let moved: BTreeSet<usize> = classes.iter().flat_map(|c| c.pods.iter().copied()).collect();
+    let moved: BTreeSet<usize> = classes
+        .iter()
+        .flat_map(|c| c.pods.iter().copied())
+        .collect();
     let mut plan = base.clone();
     // Claims keep their constrained pods; free pods leave to be re-packed.
     plan.new_claims.retain_mut(|c| {
@@ -337,7 +391,8 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
         let nodes = match options.strategy {
             Strategy::Optimal => {
                 let heuristic = greedy::pack(&input, class)?;
-                let (nodes, g) = exact::solve(&input, class, options.time_limit_seconds, heuristic)?;
+                let (nodes, g) =
+                    exact::solve(&input, class, options.time_limit_seconds, heuristic)?;
                 worst_gap = worst_gap.max(g);
                 nodes
             }
@@ -378,7 +433,9 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
 /// After pods left a claim, move it to the cheapest option that still holds what remains.
 fn shrink_claims(input: &SolveInput<'_>, claims: &mut [NewClaim]) {
     for c in claims.iter_mut() {
-        let Some(pool) = input.nodepools.iter().find(|p| p.name == c.nodepool) else { continue };
+        let Some(pool) = input.nodepools.iter().find(|p| p.name == c.nodepool) else {
+            continue;
+        };
         let overhead = daemon_overhead(pool, &input.snapshot.daemonsets);
         let mut used = pods_requests(input.pending, &c.pods);
         used.add(&overhead);
@@ -391,11 +448,17 @@ fn shrink_claims(input: &SolveInput<'_>, claims: &mut [NewClaim]) {
             .collect();
         let mut opts: Vec<(f64, usize)> = keep
             .iter()
-            .filter_map(|&t| input.instance_types[t].cheapest_offering(&c.requirements).map(|o| (o.price, t)))
+            .filter_map(|&t| {
+                input.instance_types[t]
+                    .cheapest_offering(&c.requirements)
+                    .map(|o| (o.price, t))
+            })
             .collect();
         opts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         if let Some(&(_, t)) = opts.first() {
-            let o = input.instance_types[t].cheapest_offering(&c.requirements).expect("filtered");
+            let o = input.instance_types[t]
+                .cheapest_offering(&c.requirements)
+                .expect("filtered");
             c.offering = ChosenOffering {
                 instance_type: t,
                 zone: o.zone.clone(),

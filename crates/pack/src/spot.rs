@@ -15,12 +15,25 @@ pub fn diversify(input: &SolveInput<'_>, plan: &mut Plan, max_share: f64) {
     if spot_nodes.is_empty() || max_share >= 1.0 {
         return;
     }
-    let total: i64 = spot_nodes.iter().map(|&i| types[plan.new_claims[i].offering.instance_type].capacity.cpu).sum();
+    let total: i64 = spot_nodes
+        .iter()
+        .map(|&i| {
+            types[plan.new_claims[i].offering.instance_type]
+                .capacity
+                .cpu
+        })
+        .sum();
     let limit = (total as f64 * max_share).max(1.0);
     let mut load: BTreeMap<(usize, String), i64> = BTreeMap::new();
     // Big nodes first: they are the hardest to place.
     let mut order = spot_nodes;
-    order.sort_by_key(|&i| std::cmp::Reverse(types[plan.new_claims[i].offering.instance_type].capacity.cpu));
+    order.sort_by_key(|&i| {
+        std::cmp::Reverse(
+            types[plan.new_claims[i].offering.instance_type]
+                .capacity
+                .cpu,
+        )
+    });
     for i in order {
         let c = &plan.new_claims[i];
         let mut offers: Vec<(f64, usize, String)> = c
@@ -30,12 +43,18 @@ pub fn diversify(input: &SolveInput<'_>, plan: &mut Plan, max_share: f64) {
                 types[t]
                     .offerings
                     .iter()
-                    .filter(|o| o.available && o.capacity_type == CAPACITY_SPOT && capstan_model::catalog::offering_allowed(o, &c.requirements))
+                    .filter(|o| {
+                        o.available
+                            && o.capacity_type == CAPACITY_SPOT
+                            && capstan_model::catalog::offering_allowed(o, &c.requirements)
+                    })
                     .map(move |o| (o.price, t, o.zone.clone()))
             })
             .collect();
         offers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        let Some(first) = offers.first().cloned() else { continue };
+        let Some(first) = offers.first().cloned() else {
+            continue;
+        };
         let chosen = offers
             .iter()
             .find(|(_, t, z)| {

@@ -10,13 +10,28 @@ use serde_json::{Value, json};
 
 fn catalog(names: &[&str]) -> Vec<InstanceType> {
     let mut c = Catalog::builtin();
-    c.instance_types.retain(|t| names.contains(&t.name.as_str()));
+    c.instance_types
+        .retain(|t| names.contains(&t.name.as_str()));
     c.instance_types
 }
 
 const SMALL: &[&str] = &[
-    "t3a.medium", "t3a.large", "m7i.large", "m7i.xlarge", "m7i.2xlarge", "m7i.4xlarge", "c7i.large", "c7i.xlarge", "c7i.2xlarge", "r7i.large",
-    "r7i.xlarge", "r7i.2xlarge", "g5.xlarge", "g5.2xlarge", "g4dn.xlarge", "g4dn.12xlarge",
+    "t3a.medium",
+    "t3a.large",
+    "m7i.large",
+    "m7i.xlarge",
+    "m7i.2xlarge",
+    "m7i.4xlarge",
+    "c7i.large",
+    "c7i.xlarge",
+    "c7i.2xlarge",
+    "r7i.large",
+    "r7i.xlarge",
+    "r7i.2xlarge",
+    "g5.xlarge",
+    "g5.2xlarge",
+    "g4dn.xlarge",
+    "g4dn.12xlarge",
 ];
 
 fn pod(name: &str, cpu: i64, mem_mib: i64, spec: Value, labels: Value) -> Pod {
@@ -25,7 +40,10 @@ fn pod(name: &str, cpu: i64, mem_mib: i64, spec: Value, labels: Value) -> Pod {
     if let Some(g) = s.remove("gpu") {
         requests["nvidia.com/gpu"] = json!(g.to_string());
     }
-    s.insert("containers".into(), json!([{"name": "c", "resources": {"requests": requests}}]));
+    s.insert(
+        "containers".into(),
+        json!([{"name": "c", "resources": {"requests": requests}}]),
+    );
     let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default", "labels": labels},
         "spec": Value::Object(s)
@@ -75,9 +93,14 @@ fn check(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], r: &PackResul
     for c in &plan.new_claims {
         c.pods.iter().for_each(|&p| seen[p] += 1);
     }
-    plan.existing.iter().for_each(|b| b.pods.iter().for_each(|&p| seen[p] += 1));
+    plan.existing
+        .iter()
+        .for_each(|b| b.pods.iter().for_each(|&p| seen[p] += 1));
     plan.unschedulable.iter().for_each(|u| seen[u.pod] += 1);
-    assert!(seen.iter().all(|&n| n == 1), "each pod exactly once: {seen:?}");
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "each pod exactly once: {seen:?}"
+    );
     let mut price = 0.0;
     let mut zone_counts: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for c in &plan.new_claims {
@@ -85,27 +108,60 @@ fn check(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], r: &PackResul
         let pool = pools.iter().find(|p| p.name == c.nodepool).unwrap();
         let mut used = pods_requests(pods, &c.pods);
         used.add(&capstan_sched::predicates::daemon_overhead(pool, &[]));
-        assert!(used.fits_in(&t.allocatable), "{} over allocatable, max pods or GPUs on {}: {used}", c.name, t.name);
+        assert!(
+            used.fits_in(&t.allocatable),
+            "{} over allocatable, max pods or GPUs on {}: {used}",
+            c.name,
+            t.name
+        );
         for &o in &c.instance_types {
-            assert!(used.fits_in(&types[o].allocatable), "option {} holds {}", types[o].name, c.name);
+            assert!(
+                used.fits_in(&types[o].allocatable),
+                "option {} holds {}",
+                types[o].name,
+                c.name
+            );
         }
         let offered = t
             .offerings
             .iter()
-            .find(|o| o.zone == c.offering.zone && o.capacity_type == c.offering.capacity_type && o.available)
-            .unwrap_or_else(|| panic!("{} offered in {}/{}", t.name, c.offering.zone, c.offering.capacity_type));
-        assert_eq!(offered.price, c.offering.price, "the claim's price is its offering's");
-        assert!(pool.requirements.allows(CAPACITY_TYPE, &c.offering.capacity_type));
+            .find(|o| {
+                o.zone == c.offering.zone
+                    && o.capacity_type == c.offering.capacity_type
+                    && o.available
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "{} offered in {}/{}",
+                    t.name, c.offering.zone, c.offering.capacity_type
+                )
+            });
+        assert_eq!(
+            offered.price, c.offering.price,
+            "the claim's price is its offering's"
+        );
+        assert!(
+            pool.requirements
+                .allows(CAPACITY_TYPE, &c.offering.capacity_type)
+        );
         price += c.offering.price;
         let mut anti = BTreeSet::new();
         for &p in &c.pods {
             let pod = &pods[p];
             let app = pod.labels.get("app").cloned().unwrap_or_default();
             if pod.anti_affinity.iter().any(|t| t.topology_key == HOSTNAME) {
-                assert!(anti.insert(app.clone()), "anti-affinity pods of {app} share {}", c.name);
+                assert!(
+                    anti.insert(app.clone()),
+                    "anti-affinity pods of {app} share {}",
+                    c.name
+                );
             }
             if pod.spread.iter().any(|s| s.topology_key == ZONE) {
-                *zone_counts.entry(app).or_default().entry(c.offering.zone.clone()).or_default() += 1;
+                *zone_counts
+                    .entry(app)
+                    .or_default()
+                    .entry(c.offering.zone.clone())
+                    .or_default() += 1;
             }
             if let Some(z) = pod.node_selector.get(ZONE) {
                 assert!(z.has(&c.offering.zone), "{} selector honoured", pod.name);
@@ -113,17 +169,33 @@ fn check(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], r: &PackResul
         }
     }
     for (app, counts) in zone_counts {
-        let all: Vec<i64> = ["us-east-1a", "us-east-1b", "us-east-1c"].iter().map(|z| counts.get(*z).copied().unwrap_or(0)).collect();
-        assert!(all.iter().max().unwrap() - all.iter().min().unwrap() <= 1, "zone skew of {app}: {all:?}");
+        let all: Vec<i64> = ["us-east-1a", "us-east-1b", "us-east-1c"]
+            .iter()
+            .map(|z| counts.get(*z).copied().unwrap_or(0))
+            .collect();
+        assert!(
+            all.iter().max().unwrap() - all.iter().min().unwrap() <= 1,
+            "zone skew of {app}: {all:?}"
+        );
     }
-    assert!((price - r.total_price).abs() < 1e-9, "total is the sum of the offerings");
-    assert!(r.total_price >= r.lower_bound - 1e-6, "cost {} below the bound {}", r.total_price, r.lower_bound);
+    assert!(
+        (price - r.total_price).abs() < 1e-9,
+        "total is the sum of the offerings"
+    );
+    assert!(
+        r.total_price >= r.lower_bound - 1e-6,
+        "cost {} below the bound {}",
+        r.total_price,
+        r.lower_bound
+    );
 }
 
 #[test]
 fn karpenter_ffd_is_the_scheduling_core_with_karpenters_claim_order() {
     let types = catalog(SMALL);
-    let pods: Vec<Pod> = (0..30).map(|i| plain(&format!("p{i}"), 300 + 50 * (i % 7), 512)).collect();
+    let pods: Vec<Pod> = (0..30)
+        .map(|i| plain(&format!("p{i}"), 300 + 50 * (i % 7), 512))
+        .collect();
     let pools = [NodePool::default_pool()];
     let r = run(&pods, &types, &pools, Strategy::KarpenterFfd);
     let snapshot = Snapshot::default();
@@ -147,44 +219,102 @@ fn the_configuration_bound_counts_whole_pods_per_node() {
     // about fractional CPU.
     let types = catalog(&["c7i.large"]);
     let pods: Vec<Pod> = (0..4).map(|i| plain(&format!("p{i}"), 1200, 256)).collect();
-    let r = run(&pods, &types, &[NodePool::default_pool()], Strategy::Default);
+    let r = run(
+        &pods,
+        &types,
+        &[NodePool::default_pool()],
+        Strategy::Default,
+    );
     assert_eq!(r.plan.new_claims.len(), 4);
-    assert!((r.lower_bound - r.total_price).abs() < 1e-9, "bound {} = price {}", r.lower_bound, r.total_price);
+    assert!(
+        (r.lower_bound - r.total_price).abs() < 1e-9,
+        "bound {} = price {}",
+        r.lower_bound,
+        r.total_price
+    );
 }
 
 #[test]
 fn default_is_never_more_expensive_than_first_fit() {
     let types = catalog(SMALL);
-    let pods: Vec<Pod> = (0..60).map(|i| plain(&format!("p{i}"), [250, 500, 1000, 2000][i % 4], [512, 1024, 4096, 8192][i % 4])).collect();
+    let pods: Vec<Pod> = (0..60)
+        .map(|i| {
+            plain(
+                &format!("p{i}"),
+                [250, 500, 1000, 2000][i % 4],
+                [512, 1024, 4096, 8192][i % 4],
+            )
+        })
+        .collect();
     let pools = [NodePool::default_pool()];
     let d = run(&pods, &types, &pools, Strategy::Default);
     let f = run(&pods, &types, &pools, Strategy::KarpenterFfd);
     assert!(d.total_price <= f.total_price + 1e-9);
-    assert!(d.total_price <= 1.03 * d.lower_bound, "{} vs bound {}", d.total_price, d.lower_bound);
+    assert!(
+        d.total_price <= 1.03 * d.lower_bound,
+        "{} vs bound {}",
+        d.total_price,
+        d.lower_bound
+    );
 }
 
 #[test]
 fn optimal_proves_its_plan_on_a_small_set() {
     let types = catalog(SMALL);
-    let pods: Vec<Pod> = (0..24).map(|i| plain(&format!("p{i}"), [250, 500, 1000][i % 3], [512, 1024, 2048][i % 3])).collect();
-    let r = run(&pods, &types, &[NodePool::default_pool()], Strategy::Optimal);
+    let pods: Vec<Pod> = (0..24)
+        .map(|i| {
+            plain(
+                &format!("p{i}"),
+                [250, 500, 1000][i % 3],
+                [512, 1024, 2048][i % 3],
+            )
+        })
+        .collect();
+    let r = run(
+        &pods,
+        &types,
+        &[NodePool::default_pool()],
+        Strategy::Optimal,
+    );
     assert_eq!(r.gap, Some(0.0));
-    let d = run(&pods, &types, &[NodePool::default_pool()], Strategy::Default);
+    let d = run(
+        &pods,
+        &types,
+        &[NodePool::default_pool()],
+        Strategy::Default,
+    );
     assert!(r.total_price <= d.total_price + 1e-9);
 }
 
 #[test]
 fn gpu_pods_only_land_on_gpu_types_and_cpu_pods_avoid_them() {
     let types = catalog(SMALL);
-    let mut pods: Vec<Pod> = (0..6).map(|i| pod(&format!("g{i}"), 2000, 8192, json!({"gpu": 1}), json!({}))).collect();
+    let mut pods: Vec<Pod> = (0..6)
+        .map(|i| pod(&format!("g{i}"), 2000, 8192, json!({"gpu": 1}), json!({})))
+        .collect();
     pods.extend((0..20).map(|i| plain(&format!("w{i}"), 500, 1024)));
-    let r = run(&pods, &types, &[NodePool::default_pool()], Strategy::Default);
+    let r = run(
+        &pods,
+        &types,
+        &[NodePool::default_pool()],
+        Strategy::Default,
+    );
     for c in &r.plan.new_claims {
-        let gpus = types[c.offering.instance_type].allocatable.get("nvidia.com/gpu");
-        let wants: i64 = c.pods.iter().map(|&p| pods[p].requests.get("nvidia.com/gpu")).sum();
+        let gpus = types[c.offering.instance_type]
+            .allocatable
+            .get("nvidia.com/gpu");
+        let wants: i64 = c
+            .pods
+            .iter()
+            .map(|&p| pods[p].requests.get("nvidia.com/gpu"))
+            .sum();
         assert!(wants <= gpus);
         if wants == 0 {
-            assert_eq!(gpus, 0, "CPU-only nodes are cheaper without GPUs: {}", types[c.offering.instance_type].name);
+            assert_eq!(
+                gpus, 0,
+                "CPU-only nodes are cheaper without GPUs: {}",
+                types[c.offering.instance_type].name
+            );
         }
     }
 }
@@ -194,43 +324,78 @@ fn zone_spread_pods_keep_their_zone_counts_when_repacked() {
     let types = catalog(SMALL);
     let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
         "labelSelector": {"matchLabels": {"app": "web"}}}]});
-    let pods: Vec<Pod> = (0..30).map(|i| pod(&format!("w{i}"), 500, 1024, spread.clone(), json!({"app": "web"}))).collect();
-    run(&pods, &types, &[NodePool::default_pool()], Strategy::Default);
+    let pods: Vec<Pod> = (0..30)
+        .map(|i| {
+            pod(
+                &format!("w{i}"),
+                500,
+                1024,
+                spread.clone(),
+                json!({"app": "web"}),
+            )
+        })
+        .collect();
+    run(
+        &pods,
+        &types,
+        &[NodePool::default_pool()],
+        Strategy::Default,
+    );
 }
 
 #[test]
 fn spot_capacity_is_spread_over_pools() {
-    let types: Vec<InstanceType> = catalog(&["m7i.large", "m7i.xlarge", "c7i.large", "c7i.xlarge", "m6i.large", "m6i.xlarge"])
-        .into_iter()
-        .map(|mut t| {
-            let od = t.offerings[0].price;
-            let extra: Vec<Offering> = t
-                .offerings
-                .iter()
-                .enumerate()
-                .map(|(i, o)| Offering {
-                    zone: o.zone.clone(),
-                    capacity_type: "spot".into(),
-                    price: od * (0.3 + 0.01 * i as f64),
-                    available: true,
-                })
-                .collect();
-            t.offerings.extend(extra);
-            t
-        })
+    let types: Vec<InstanceType> = catalog(&[
+        "m7i.large",
+        "m7i.xlarge",
+        "c7i.large",
+        "c7i.xlarge",
+        "m6i.large",
+        "m6i.xlarge",
+    ])
+    .into_iter()
+    .map(|mut t| {
+        let od = t.offerings[0].price;
+        let extra: Vec<Offering> = t
+            .offerings
+            .iter()
+            .enumerate()
+            .map(|(i, o)| Offering {
+                zone: o.zone.clone(),
+                capacity_type: "spot".into(),
+                price: od * (0.3 + 0.01 * i as f64),
+                available: true,
+            })
+            .collect();
+        t.offerings.extend(extra);
+        t
+    })
+    .collect();
+    let pods: Vec<Pod> = (0..40)
+        .map(|i| plain(&format!("p{i}"), 900, 1024))
         .collect();
-    let pods: Vec<Pod> = (0..40).map(|i| plain(&format!("p{i}"), 900, 1024)).collect();
     let r = run(&pods, &types, &[spot_pool()], Strategy::Default);
     let mut load: BTreeMap<(String, String), i64> = BTreeMap::new();
     let mut total = 0;
     for c in &r.plan.new_claims {
-        assert_eq!(c.offering.capacity_type, "spot", "spot is cheaper and allowed");
+        assert_eq!(
+            c.offering.capacity_type, "spot",
+            "spot is cheaper and allowed"
+        );
         let cpu = types[c.offering.instance_type].capacity.cpu;
-        *load.entry((types[c.offering.instance_type].name.clone(), c.offering.zone.clone())).or_default() += cpu;
+        *load
+            .entry((
+                types[c.offering.instance_type].name.clone(),
+                c.offering.zone.clone(),
+            ))
+            .or_default() += cpu;
         total += cpu;
     }
     let max = *load.values().max().unwrap();
-    assert!(max as f64 <= 0.25 * total as f64 + 4000.0, "no pool over a quarter of the spot vCPU: {load:?}");
+    assert!(
+        max as f64 <= 0.25 * total as f64 + 4000.0,
+        "no pool over a quarter of the spot vCPU: {load:?}"
+    );
     assert!(load.len() >= 4, "{load:?}");
 }
 

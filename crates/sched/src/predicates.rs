@@ -15,7 +15,8 @@ pub fn type_allows(t: &InstanceType, r: &Requirement) -> bool {
         None => {
             // A well-known label the type does not carry has no value; a custom label is the
             // NodePool's to define.
-            let type_key = labels::is_well_known(&r.key) && r.key != labels::NODEPOOL && r.key != HOSTNAME;
+            let type_key =
+                labels::is_well_known(&r.key) && r.key != labels::NODEPOOL && r.key != HOSTNAME;
             !type_key || matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist)
         }
     }
@@ -37,7 +38,10 @@ pub fn daemon_overhead(pool: &NodePool, daemonsets: &[Pod]) -> Resources {
             reqs.add_all(t);
         }
         if untolerated(&pool.taints, &ds.tolerations, false).is_none()
-            && pool.requirements.compatible(&reqs, Undefined::AllowWellKnown).is_ok()
+            && pool
+                .requirements
+                .compatible(&reqs, Undefined::AllowWellKnown)
+                .is_ok()
         {
             o.add(&ds.requests);
         }
@@ -57,5 +61,8 @@ pub fn pod_requirements(pod: &Pod) -> Requirements {
 /// Whether a pod may run on new nodes of a pool: taints tolerated, requirements compatible.
 pub fn pod_allowed_in_pool(pool: &NodePool, pod: &Pod) -> bool {
     untolerated(&pool.taints, &pod.tolerations, false).is_none()
-        && pool.requirements.compatible(&pod_requirements(pod), Undefined::AllowWellKnown).is_ok()
+        && pool
+            .requirements
+            .compatible(&pod_requirements(pod), Undefined::AllowWellKnown)
+            .is_ok()
 }

@@ -257,7 +257,10 @@ impl<'a> Solver<'a> {
 
         // Daemonset overhead per pool: every DaemonSet that tolerates the pool's taints and
         // whose node requirements the pool can meet.
-        let overhead = pools.iter().map(|p| daemon_overhead(p, &input.snapshot.daemonsets)).collect();
+        let overhead = pools
+            .iter()
+            .map(|p| daemon_overhead(p, &input.snapshot.daemonsets))
+            .collect();
 
         // Existing nodes and in-flight claims become fixed slots.
         let mut slots = Vec::new();

@@ -1,0 +1,282 @@
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn catalog() -> String {
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../model/data/aws-instance-types-us-east-1.json"
+    )
+    .to_string()
+}
+
+fn tmp(name: &str, body: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("capstan-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+fn pod(name: &str, cpu: &str, mem: &str, node: Option<&str>) -> Value {
+    let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": mem}}}]}});
+    if let Some(n) = node {
+        p["spec"]["nodeName"] = json!(n);
+        p["status"] = json!({"phase": "Running"});
+    }
+    p
+}
+
+fn capstan(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn plan_places_every_pending_pod_once_and_prices_the_plan() {
+    let pods: Vec<Value> = (0..12)
+        .map(|i| pod(&format!("web-{i}"), "500m", "1Gi", None))
+        .collect();
+    let f = tmp(
+        "pods.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": pods}).to_string(),
+    );
+    let out = capstan(&[
+        "plan",
+        "--pods",
+        f.to_str().unwrap(),
+        "--catalog",
+        &catalog(),
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["strategy"], "default");
+    let mut seen: Vec<String> = v["nodeclaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| {
+            c["pods"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_str().unwrap().to_string())
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen.len(), 12);
+    seen.dedup();
+    assert_eq!(seen.len(), 12);
+    let total: f64 = v["nodeclaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["price_usd_per_hour"].as_f64().unwrap())
+        .sum();
+    assert!((total - v["total_price_usd_per_hour"].as_f64().unwrap()).abs() < 1e-6);
+    assert!(v["lower_bound_usd_per_hour"].as_f64().unwrap() <= total + 1e-9);
+    for c in v["nodeclaims"].as_array().unwrap() {
+        assert_eq!(c["capacity_type"], "on-demand");
+        assert!(
+            c["instance_type_options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| *t == c["instance_type"])
+        );
+    }
+}
+
+#[test]
+fn plan_uses_existing_nodes_from_the_cluster_first() {
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-0-1", "labels": {
+        "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "us-east-1a",
+        "node.kubernetes.io/instance-type": "m7i.xlarge"}},
+        "status": {"allocatable": {"cpu": "3920m", "memory": "14Gi", "pods": "58"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    let cluster = json!({"apiVersion": "v1", "kind": "List", "items": [node, pod("api-0", "1", "2Gi", Some("ip-10-0-0-1")), pod("web-9", "1", "1Gi", None)]});
+    let c = tmp("cluster.json", &cluster.to_string());
+    let p = tmp("pending.json", &json!({"apiVersion": "v1", "kind": "List", "items": [pod("web-1", "1", "1Gi", None), pod("big-1", "8", "16Gi", None)]}).to_string());
+    let out = capstan(&[
+        "plan",
+        "--pods",
+        p.to_str().unwrap(),
+        "--cluster",
+        c.to_str().unwrap(),
+        "--catalog",
+        &catalog(),
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let existing = &v["existing"][0];
+    assert_eq!(existing["node"], "ip-10-0-0-1");
+    assert_eq!(
+        existing["pods"].as_array().unwrap().len(),
+        2,
+        "web-1 and the cluster's pending web-9 fit the free 2.9 CPU: {v:#}"
+    );
+    assert_eq!(
+        v["nodeclaims"].as_array().unwrap().len(),
+        1,
+        "the 8-CPU pod needs a new node"
+    );
+}
+
+#[test]
+fn a_pod_that_fits_nowhere_is_unschedulable_with_a_reason() {
+    let p = tmp(
+        "huge.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": [pod("huge-1", "2048", "1Gi", None)]})
+            .to_string(),
+    );
+    let out = capstan(&[
+        "plan",
+        "--pods",
+        p.to_str().unwrap(),
+        "--catalog",
+        &catalog(),
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["unschedulable"][0]["pod"], "default/huge-1");
+    let reason = v["unschedulable"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("no instance type has enough cpu: needs 2048"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn bad_plan_input_exits_2_with_one_line() {
+    let p = tmp(
+        "bad.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": [pod("web-1", "12x", "1Gi", None)]})
+            .to_string(),
+    );
+    let out = capstan(&[
+        "plan",
+        "--pods",
+        p.to_str().unwrap(),
+        "--catalog",
+        &catalog(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("bad.json: pod default/web-1: spec.containers[0].resources.requests.cpu: invalid quantity \"12x\""), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let good = tmp(
+        "one.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": [pod("web-1", "1", "1Gi", None)]})
+            .to_string(),
+    );
+    let out = capstan(&[
+        "plan",
+        "--pods",
+        good.to_str().unwrap(),
+        "--catalog",
+        &catalog(),
+        "--strategy",
+        "magic",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = capstan(&[
+        "plan",
+        "--pods",
+        good.to_str().unwrap(),
+        "--catalog",
+        "/nonexistent/catalog.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn karpenter_nodepool_manifests_plan_with_their_requirements() {
+    let np = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: arm}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements:\n      - {key: kubernetes.io/arch, operator: In, values: [arm64]}\n      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m7g, c7g]}\n---\napiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: default}\nspec: {}\n";
+    let npf = tmp("np.yaml", np);
+    let p = tmp(
+        "arm.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": [pod("web-1", "1", "1Gi", None)]})
+            .to_string(),
+    );
+    let out = capstan(&[
+        "plan",
+        "--pods",
+        p.to_str().unwrap(),
+        "--catalog",
+        &catalog(),
+        "--nodepool",
+        npf.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = v["nodeclaims"][0]["instance_type"].as_str().unwrap();
+    assert!(t.starts_with("m7g.") || t.starts_with("c7g."), "{t}");
+    assert_eq!(v["nodeclaims"][0]["nodepool"], "arm");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("EC2NodeClass default: skipped"));
+}
+
+#[test]
+fn bench_packing_reports_every_strategy_on_every_set() {
+    let dir = std::env::temp_dir().join(format!("capstan-sets-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pods: Vec<Value> = (0..20)
+        .map(|i| pod(&format!("web-{i}"), "250m", "512Mi", None))
+        .collect();
+    std::fs::write(
+        dir.join("tiny.json"),
+        json!({"apiVersion": "v1", "kind": "List", "items": pods}).to_string(),
+    )
+    .unwrap();
+    let out = capstan(&[
+        "bench",
+        "packing",
+        "--sets",
+        dir.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(r["set"], "tiny");
+        assert_eq!(r["pods"], 20);
+        assert!(r["ratio_to_bound"].as_f64().unwrap() >= 1.0 - 1e-9, "{r}");
+        for k in [
+            "nodes",
+            "price_usd_per_hour",
+            "lower_bound_usd_per_hour",
+            "solve_ms",
+        ] {
+            assert!(r[k].is_number(), "{k}");
+        }
+    }
+    let optimal = rows.iter().find(|r| r["strategy"] == "optimal").unwrap();
+    assert_eq!(optimal["gap"], 0.0);
+}
