@@ -9,6 +9,7 @@ pub mod error;
 pub mod labels;
 pub mod load;
 pub mod nodepool;
+pub mod pdb;
 pub mod pod;
 pub mod quantity;
 pub mod requirements;

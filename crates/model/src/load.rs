@@ -57,8 +57,7 @@ pub struct Objects {
     pub daemonsets: Vec<Pod>,
     pub nodepools: Vec<NodePool>,
     pub nodeclaims: Vec<NodeClaimObject>,
-    /// PodDisruptionBudgets, kept as JSON for the disruption engine.
-    pub pdbs: Vec<Value>,
+    pub pdbs: Vec<crate::pdb::Pdb>,
     /// Things capstan read but does not use or model, one line each (prefixed with the file).
     pub warnings: Vec<String>,
 }
@@ -260,7 +259,10 @@ pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadErro
                 let obj: NodeClaimObject = typed(doc).map_err(obj_err)?;
                 out.nodeclaims.push(obj);
             }
-            Kind::PodDisruptionBudget => out.pdbs.push(doc),
+            Kind::PodDisruptionBudget => {
+                let p: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(doc).map_err(obj_err)?;
+                out.pdbs.push(crate::pdb::convert(&p).map_err(obj_err)?);
+            }
         }
         out.warnings.extend(
             warnings

@@ -1,0 +1,665 @@
+//! capstan's disruption engine: what to remove or replace now, as data.
+//!
+//! Given the cluster (nodes with their NodePool, instance type and price; bound pods; PDBs), the
+//! NodePools, the instance types and `now`, [`evaluate`] returns the [`Command`]s to carry out
+//! and the nodes that are [`Blocked`], with why:
+//!
+//! - **expiry** (`expireAfter`): forceful — no budget or do-not-disrupt stops it;
+//! - **drift**: the node no longer satisfies its NodePool's requirements, its NodePool's
+//!   template changed (hash annotation), or the provider reports drift;
+//! - **emptiness**: no pods but DaemonSet pods, after `consolidateAfter`;
+//! - **consolidation** (`WhenEmptyOrUnderutilized`): several nodes at once (their pods onto
+//!   the rest plus cheaper replacements, Karpenter's multi-node consolidation, extended to
+//!   several replacements), then single nodes (delete, or replace with a cheaper node).
+//!
+//! Voluntary methods honour NodePool disruption budgets (counts or percentages rounded up,
+//! cron windows, reasons; disrupting and NotReady nodes count against them), PDBs and
+//! `do-not-disrupt`. Every command's moves were simulated with the scheduling core, so they are
+//! feasible under every predicate. Pure: `now` is a parameter.
+
+pub mod time;
+
+use capstan_model::labels::{self, CAPACITY_SPOT, DO_NOT_DISRUPT};
+use capstan_model::nodepool::{Budget, ConsolidationPolicy, parse_duration};
+use capstan_model::pdb::{IntOrPercent, Pdb};
+use capstan_model::requirements::Undefined;
+use capstan_model::{InstanceType, Node, NodePool, Pod};
+use capstan_sched::{Plan, SolveInput, SolveOptions, Snapshot, solve};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Annotation holding the hash of the NodePool template a node was launched from.
+pub const NODEPOOL_HASH: &str = "capstan.dev/nodepool-hash";
+/// Taint capstan puts on a node it is disrupting.
+pub const DISRUPTED_TAINT: &str = "capstan.dev/disrupted";
+
+/// Karpenter's rule for spot-to-spot replacement: at least this many cheaper spot types, so a
+/// replacement does not just chase the single cheapest pool into the next interruption.
+pub const MIN_SPOT_OPTIONS: usize = 15;
+
+/// A node as the engine sees it.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    pub node: Node,
+    /// NodePool name (from `capstan.dev/nodepool`); `None` for nodes capstan does not manage.
+    pub nodepool: Option<String>,
+    /// Index into the instance types.
+    pub instance_type: Option<usize>,
+    pub capacity_type: String,
+    pub zone: String,
+    pub price: f64,
+    /// Unix seconds.
+    pub created: Option<f64>,
+    /// Drift the cloud provider reports.
+    pub provider_drift: Option<String>,
+}
+
+impl NodeInfo {
+    /// A node from the cluster, priced from the catalog by its labels.
+    pub fn from_node(node: Node, types: &[InstanceType]) -> NodeInfo {
+        let nodepool = node.labels.get(labels::NODEPOOL).cloned();
+        let instance_type = node
+            .labels
+            .get(labels::INSTANCE_TYPE)
+            .and_then(|t| types.iter().position(|x| x.name == *t));
+        let capacity_type = node.labels.get(labels::CAPACITY_TYPE).cloned().unwrap_or_else(|| labels::CAPACITY_ON_DEMAND.into());
+        let zone = node.labels.get(labels::ZONE).cloned().unwrap_or_default();
+        let price = instance_type
+            .map(|t| {
+                let offerings = &types[t].offerings;
+                offerings
+                    .iter()
+                    .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+                    .or_else(|| offerings.iter().find(|o| o.capacity_type == capacity_type))
+                    .or_else(|| offerings.first())
+                    .map(|o| o.price)
+                    .unwrap_or(0.0)
+            })
+            .unwrap_or(0.0);
+        let created = node.created.as_deref().and_then(time::parse_rfc3339);
+        NodeInfo {
+            node,
+            nodepool,
+            instance_type,
+            capacity_type,
+            zone,
+            price,
+            created,
+            provider_drift: None,
+        }
+    }
+
+    /// Being disrupted already, cordoned, or NotReady: counts against budgets.
+    pub fn disrupting(&self) -> bool {
+        self.node.unschedulable
+            || !self.node.ready
+            || self
+                .node
+                .taints
+                .iter()
+                .any(|t| t.key == DISRUPTED_TAINT || t.key == "karpenter.sh/disrupted")
+    }
+}
+
+/// Everything [`evaluate`] reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    pub nodes: &'a [NodeInfo],
+    /// Pods bound to the nodes.
+    pub pods: &'a [Pod],
+    pub pdbs: &'a [Pdb],
+    pub nodepools: &'a [NodePool],
+    pub instance_types: &'a [InstanceType],
+    pub daemonsets: &'a [Pod],
+    /// Unix seconds.
+    pub now: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reason {
+    Empty,
+    Underutilized,
+    Drifted,
+    Expired,
+    Interrupted,
+}
+
+impl Reason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Reason::Empty => "empty",
+            Reason::Underutilized => "underutilized",
+            Reason::Drifted => "drifted",
+            Reason::Expired => "expired",
+            Reason::Interrupted => "interrupted",
+        }
+    }
+
+    /// The name NodePool budgets use.
+    fn budget_name(&self) -> &'static str {
+        match self {
+            Reason::Empty => "Empty",
+            Reason::Underutilized => "Underutilized",
+            Reason::Drifted => "Drifted",
+            Reason::Expired => "Expired",
+            Reason::Interrupted => "Interrupted",
+        }
+    }
+}
+
+/// A node to launch before the candidates go.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Replacement {
+    pub nodepool: String,
+    pub instance_type: usize,
+    pub capacity_type: String,
+    pub zone: String,
+    pub price: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Node(String),
+    /// Index into the command's replacements.
+    Replacement(usize),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Move {
+    /// `namespace/name`.
+    pub pod: String,
+    pub to: Target,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Command {
+    pub reason: Reason,
+    pub candidates: Vec<String>,
+    pub replacements: Vec<Replacement>,
+    pub moves: Vec<Move>,
+    pub savings: f64,
+    /// Evictions in waves: lowest priority first, each wave within every PDB's allowance.
+    pub drain: Vec<Vec<String>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Blocked {
+    pub node: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Evaluation {
+    pub commands: Vec<Command>,
+    pub blocked: Vec<Blocked>,
+    pub before: f64,
+    pub after: f64,
+}
+
+/// A stable hash of a NodePool's template (FNV-1a over its JSON), for drift.
+pub fn template_hash(pool: &NodePool) -> String {
+    let text = format!("{:?}", pool.spec.template);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Disruptions a NodePool's budgets allow now for `reason`, before subtracting disrupting nodes.
+pub fn budget_allows(budgets: &[Budget], reason: &str, total_nodes: i64, now: f64) -> i64 {
+    let mut allowed = i64::MAX;
+    for b in budgets {
+        if let Some(rs) = &b.reasons {
+            if !rs.iter().any(|r| r == reason) {
+                continue;
+            }
+        }
+        if let (Some(schedule), Some(duration)) = (&b.schedule, &b.duration) {
+            let Ok(cron) = time::Cron::parse(schedule) else { continue };
+            let Ok(Some(d)) = parse_duration(duration) else { continue };
+            if !cron.active(now, d as f64) {
+                continue;
+            }
+        }
+        let nodes = match b.nodes.strip_suffix('%') {
+            Some(p) => IntOrPercent::Percent(p.parse().unwrap_or(0)),
+            None => IntOrPercent::Int(b.nodes.parse().unwrap_or(0)),
+        };
+        allowed = allowed.min(nodes.scaled(total_nodes));
+    }
+    allowed
+}
+
+struct Engine<'a> {
+    input: Input<'a>,
+    pods_on: BTreeMap<&'a str, Vec<usize>>,
+    pool_of: Vec<Option<usize>>,
+    /// Remaining budget per (pool, reason).
+    budget: BTreeMap<(usize, Reason), i64>,
+    taken: BTreeSet<usize>,
+}
+
+impl<'a> Engine<'a> {
+    fn new(input: Input<'a>) -> Engine<'a> {
+        let mut pods_on: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, p) in input.pods.iter().enumerate() {
+            if let Some(n) = &p.node_name {
+                if p.is_active() {
+                    pods_on.entry(n.as_str()).or_default().push(i);
+                }
+            }
+        }
+        let pool_of = input
+            .nodes
+            .iter()
+            .map(|n| n.nodepool.as_ref().and_then(|p| input.nodepools.iter().position(|x| x.name == *p)))
+            .collect();
+        Engine {
+            input,
+            pods_on,
+            pool_of,
+            budget: BTreeMap::new(),
+            taken: BTreeSet::new(),
+        }
+    }
+
+    fn pods(&self, node: usize) -> Vec<usize> {
+        self.pods_on.get(self.input.nodes[node].node.name.as_str()).cloned().unwrap_or_default()
+    }
+
+    /// Pods that move when the node goes (DaemonSet pods go with it).
+    fn movable_pods(&self, node: usize) -> Vec<usize> {
+        self.pods(node).into_iter().filter(|&p| !self.input.pods[p].is_daemonset_pod()).collect()
+    }
+
+    fn remaining_budget(&mut self, pool: usize, reason: Reason) -> i64 {
+        let input = self.input;
+        *self.budget.entry((pool, reason)).or_insert_with(|| {
+            let np = &input.nodepools[pool];
+            let mine: Vec<&NodeInfo> = input.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(&np.name)).collect();
+            let disrupting = mine.iter().filter(|n| n.disrupting()).count() as i64;
+            let allowed = budget_allows(&np.budgets, reason.budget_name(), mine.len() as i64, input.now);
+            if allowed == i64::MAX { allowed } else { (allowed - disrupting).max(0) }
+        })
+    }
+
+    /// Why a node may not be disrupted voluntarily, if it may not.
+    fn voluntary_block(&self, node: usize) -> Option<String> {
+        let n = &self.input.nodes[node];
+        if n.disrupting() {
+            return Some("already disrupting, cordoned or not ready".into());
+        }
+        if n.node.annotations.get(DO_NOT_DISRUPT).or_else(|| n.node.annotations.get("karpenter.sh/do-not-disrupt")).is_some_and(|v| v == "true") {
+            return Some("node annotated do-not-disrupt".into());
+        }
+        for &p in &self.pods(node) {
+            let pod = &self.input.pods[p];
+            if pod.annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true") {
+                return Some(format!("pod {} has do-not-disrupt", pod.key()));
+            }
+        }
+        self.pdb_block(&self.movable_pods(node))
+    }
+
+    /// Whether PDBs allow evicting all these pods.
+    fn pdb_block(&self, pods: &[usize]) -> Option<String> {
+        let all: Vec<&Pod> = self.input.pods.iter().collect();
+        for pdb in self.input.pdbs {
+            let evicting = pods.iter().filter(|&&p| pdb.selects(&self.input.pods[p])).count() as i64;
+            if evicting == 0 {
+                continue;
+            }
+            let allowed = pdb.allowed(&all);
+            if evicting > allowed {
+                return Some(format!("pdb {} allows {allowed} disruptions", pdb.key()));
+            }
+        }
+        None
+    }
+
+    /// Simulates moving the pods of `candidates` onto the other nodes (and, when `launch`,
+    /// onto new nodes from the NodePools).
+    fn simulate(&self, candidates: &[usize], launch: bool) -> (Vec<Pod>, Plan) {
+        let input = self.input;
+        let gone: BTreeSet<&str> = candidates.iter().map(|&c| input.nodes[c].node.name.as_str()).collect();
+        let mut snapshot = Snapshot {
+            daemonsets: input.daemonsets.to_vec(),
+            ..Default::default()
+        };
+        for (i, n) in input.nodes.iter().enumerate() {
+            if gone.contains(n.node.name.as_str()) || self.taken.contains(&i) || n.disrupting() {
+                continue;
+            }
+            snapshot.nodes.push(n.node.clone());
+        }
+        let present: BTreeSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
+        snapshot.pods = input
+            .pods
+            .iter()
+            .filter(|p| p.node_name.as_deref().is_some_and(|n| present.contains(n)))
+            .cloned()
+            .collect();
+        let pending: Vec<Pod> = candidates
+            .iter()
+            .flat_map(|&c| self.movable_pods(c))
+            .map(|p| {
+                let mut pod = input.pods[p].clone();
+                pod.node_name = None;
+                pod.phase = capstan_model::pod::PodPhase::Pending;
+                pod
+            })
+            .collect();
+        let pools: Vec<NodePool> = if launch { input.nodepools.to_vec() } else { Vec::new() };
+        let plan = solve(
+            SolveInput {
+                snapshot: &snapshot,
+                pending: &pending,
+                nodepools: &pools,
+                instance_types: input.instance_types,
+            },
+            &SolveOptions::default(),
+        );
+        (pending, plan)
+    }
+
+    /// A command for the candidates if every pod finds a place (and, for consolidation, the
+    /// result is strictly cheaper).
+    fn command(&self, reason: Reason, candidates: &[usize], launch: bool, must_save: bool) -> Option<Command> {
+        let input = self.input;
+        let (pending, plan) = self.simulate(candidates, launch);
+        if !plan.unschedulable.is_empty() {
+            return None;
+        }
+        let before: f64 = candidates.iter().map(|&c| input.nodes[c].price).sum();
+        let after = plan.new_price();
+        if must_save && after >= before - 1e-9 {
+            return None;
+        }
+        // Spot to spot: only with enough cheaper spot options, so the replacement does not chase
+        // one pool into the next interruption.
+        if must_save && candidates.iter().all(|&c| input.nodes[c].capacity_type == CAPACITY_SPOT) {
+            for c in &plan.new_claims {
+                if c.offering.capacity_type == CAPACITY_SPOT {
+                    let cheaper = c
+                        .instance_types
+                        .iter()
+                        .filter(|&&t| {
+                            input.instance_types[t]
+                                .offerings
+                                .iter()
+                                .any(|o| o.available && o.capacity_type == CAPACITY_SPOT && o.price < before)
+                        })
+                        .count();
+                    if cheaper < MIN_SPOT_OPTIONS {
+                        return None;
+                    }
+                }
+            }
+        }
+        let mut moves = Vec::new();
+        for b in &plan.existing {
+            for &p in &b.pods {
+                moves.push(Move {
+                    pod: pending[p].key(),
+                    to: Target::Node(b.node.clone()),
+                });
+            }
+        }
+        let replacements: Vec<Replacement> = plan
+            .new_claims
+            .iter()
+            .map(|c| Replacement {
+                nodepool: c.nodepool.clone(),
+                instance_type: c.offering.instance_type,
+                capacity_type: c.offering.capacity_type.clone(),
+                zone: c.offering.zone.clone(),
+                price: c.offering.price,
+            })
+            .collect();
+        for (k, c) in plan.new_claims.iter().enumerate() {
+            for &p in &c.pods {
+                moves.push(Move {
+                    pod: pending[p].key(),
+                    to: Target::Replacement(k),
+                });
+            }
+        }
+        moves.sort_by(|a, b| a.pod.cmp(&b.pod));
+        let movable: Vec<usize> = candidates.iter().flat_map(|&c| self.movable_pods(c)).collect();
+        Some(Command {
+            reason,
+            candidates: candidates.iter().map(|&c| input.nodes[c].node.name.clone()).collect(),
+            replacements,
+            moves,
+            savings: before - after,
+            drain: self.drain(&movable),
+        })
+    }
+
+    /// Eviction waves: lowest priority first; a wave never takes more of a PDB's pods than it
+    /// allows (at least one, so a forceful drain still progresses).
+    fn drain(&self, pods: &[usize]) -> Vec<Vec<String>> {
+        let all: Vec<&Pod> = self.input.pods.iter().collect();
+        let allowance: Vec<i64> = self.input.pdbs.iter().map(|p| p.allowed(&all).max(1)).collect();
+        let mut order: Vec<usize> = pods.to_vec();
+        order.sort_by(|&a, &b| {
+            let (pa, pb) = (&self.input.pods[a], &self.input.pods[b]);
+            pa.priority.cmp(&pb.priority).then_with(|| pa.key().cmp(&pb.key()))
+        });
+        let mut waves: Vec<Vec<String>> = Vec::new();
+        let mut left = order;
+        while !left.is_empty() {
+            let mut used = vec![0i64; allowance.len()];
+            let mut wave = Vec::new();
+            let mut rest = Vec::new();
+            for p in left {
+                let pod = &self.input.pods[p];
+                let pdbs: Vec<usize> = (0..allowance.len()).filter(|&i| self.input.pdbs[i].selects(pod)).collect();
+                if pdbs.iter().all(|&i| used[i] < allowance[i]) {
+                    pdbs.iter().for_each(|&i| used[i] += 1);
+                    wave.push(pod.key());
+                } else {
+                    rest.push(p);
+                }
+            }
+            waves.push(wave);
+            left = rest;
+        }
+        waves
+    }
+
+    fn age(&self, node: usize) -> Option<f64> {
+        self.input.nodes[node].created.map(|c| self.input.now - c)
+    }
+
+    fn drifted(&self, node: usize, pool: usize) -> Option<String> {
+        let n = &self.input.nodes[node];
+        let np = &self.input.nodepools[pool];
+        if let Some(d) = &n.provider_drift {
+            return Some(d.clone());
+        }
+        if let Some(h) = n.node.annotations.get(NODEPOOL_HASH) {
+            if *h != template_hash(np) {
+                return Some("nodepool template changed".into());
+            }
+        }
+        let labels = capstan_model::Requirements::from_labels(&n.node.labels);
+        for r in np.requirements.iter() {
+            let single = capstan_model::Requirements::from_iter([r.clone()]);
+            if n.node.labels.contains_key(&r.key) && labels.compatible(&single, Undefined::Deny).is_err() {
+                return Some(format!("node no longer satisfies {r}"));
+            }
+        }
+        None
+    }
+}
+
+/// What to do now. See the crate docs.
+pub fn evaluate(input: Input<'_>) -> Evaluation {
+    let mut e = Engine::new(input);
+    let mut out = Evaluation {
+        before: input.nodes.iter().map(|n| n.price).sum(),
+        ..Default::default()
+    };
+    let mut blocked: BTreeMap<String, String> = BTreeMap::new();
+    let managed: Vec<usize> = (0..input.nodes.len()).filter(|&i| e.pool_of[i].is_some()).collect();
+
+    // Expiry: forceful.
+    for &i in &managed {
+        let pool = &input.nodepools[e.pool_of[i].expect("managed")];
+        let (Some(age), Some(limit)) = (e.age(i), pool.expire_after_seconds) else { continue };
+        if age >= limit as f64 && !input.nodes[i].disrupting() {
+            if let Some(mut c) = e.command(Reason::Expired, &[i], true, false) {
+                c.savings = c.savings.max(0.0);
+                e.taken.insert(i);
+                out.commands.push(c);
+            } else {
+                blocked.insert(input.nodes[i].node.name.clone(), "expired, but its pods fit nowhere".into());
+            }
+        }
+    }
+
+    // Drift, then emptiness: within budgets, PDBs and do-not-disrupt.
+    for reason in [Reason::Drifted, Reason::Empty] {
+        for &i in &managed {
+            if e.taken.contains(&i) {
+                continue;
+            }
+            let p = e.pool_of[i].expect("managed");
+            let np = &input.nodepools[p];
+            let applies = match reason {
+                Reason::Drifted => e.drifted(i, p).is_some(),
+                _ => {
+                    e.movable_pods(i).is_empty()
+                        && np.consolidate_after_seconds.is_some_and(|after| e.age(i).is_none_or(|a| a >= after as f64))
+                }
+            };
+            if !applies {
+                continue;
+            }
+            if let Some(why) = e.voluntary_block(i) {
+                blocked.insert(input.nodes[i].node.name.clone(), why);
+                continue;
+            }
+            if e.remaining_budget(p, reason) <= 0 {
+                blocked.insert(input.nodes[i].node.name.clone(), format!("budget for nodepool {} allows 0 {} disruptions now", np.name, reason.budget_name()));
+                continue;
+            }
+            let Some(c) = e.command(reason, &[i], reason == Reason::Drifted, false) else {
+                blocked.insert(input.nodes[i].node.name.clone(), "its pods fit nowhere else".into());
+                continue;
+            };
+            *e.budget.get_mut(&(p, reason)).expect("computed") -= 1;
+            e.taken.insert(i);
+            out.commands.push(c);
+        }
+    }
+
+    // Consolidation of underutilized nodes.
+    let mut candidates: Vec<usize> = managed
+        .iter()
+        .copied()
+        .filter(|&i| !e.taken.contains(&i))
+        .filter(|&i| {
+            let np = &input.nodepools[e.pool_of[i].expect("managed")];
+            np.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
+                && np.consolidate_after_seconds.is_some_and(|after| e.age(i).is_none_or(|a| a >= after as f64))
+        })
+        .collect();
+    candidates.retain(|&i| match e.voluntary_block(i) {
+        Some(why) => {
+            blocked.entry(input.nodes[i].node.name.clone()).or_insert(why);
+            false
+        }
+        None => true,
+    });
+    // Cheapest to disrupt first: fewest pods, lowest priority; then the most expensive node.
+    let cost = |i: usize| -> f64 {
+        e.movable_pods(i)
+            .iter()
+            .map(|&p| 1.0 + (input.pods[p].priority.max(0) as f64 / 1e6).min(10.0))
+            .sum::<f64>()
+    };
+    candidates.sort_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(input.nodes[b].price.total_cmp(&input.nodes[a].price)).then(a.cmp(&b)));
+    candidates.retain(|&i| {
+        let p = e.pool_of[i].expect("managed");
+        if e.remaining_budget(p, Reason::Underutilized) > 0 {
+            true
+        } else {
+            let name = &input.nodepools[p].name;
+            blocked.entry(input.nodes[i].node.name.clone()).or_insert(format!("budget for nodepool {name} allows 0 Underutilized disruptions now"));
+            false
+        }
+    });
+    let mut consolidated = false;
+    // Multi-node: the longest prefix (binary search, up to 100 nodes) that is cheaper together.
+    let mut lo = 2usize;
+    let mut hi = candidates.len().min(100);
+    let mut best: Option<Command> = None;
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        let set = &candidates[..mid];
+        let within_budget = {
+            let mut per_pool: BTreeMap<usize, i64> = BTreeMap::new();
+            set.iter().for_each(|&i| *per_pool.entry(e.pool_of[i].expect("managed")).or_default() += 1);
+            per_pool.iter().all(|(&p, &n)| e.remaining_budget(p, Reason::Underutilized) >= n)
+        };
+        let cmd = if within_budget && e.pdb_block(&set.iter().flat_map(|&i| e.movable_pods(i)).collect::<Vec<_>>()).is_none() {
+            e.command(Reason::Underutilized, set, true, true)
+        } else {
+            None
+        };
+        match cmd {
+            Some(c) => {
+                best = Some(c);
+                lo = mid + 1;
+            }
+            None => hi = mid - 1,
+        }
+    }
+    if let Some(c) = best {
+        for name in &c.candidates {
+            if let Some(i) = input.nodes.iter().position(|n| n.node.name == *name) {
+                e.taken.insert(i);
+                *e.budget.get_mut(&(e.pool_of[i].expect("managed"), Reason::Underutilized)).expect("computed") -= 1;
+            }
+        }
+        out.commands.push(c);
+        consolidated = true;
+    }
+    // Single node: delete, or replace with one cheaper node.
+    if !consolidated {
+        for &i in &candidates {
+            let p = e.pool_of[i].expect("managed");
+            if e.remaining_budget(p, Reason::Underutilized) <= 0 {
+                continue;
+            }
+            let c = e
+                .command(Reason::Underutilized, &[i], false, true)
+                .or_else(|| e.command(Reason::Underutilized, &[i], true, true).filter(|c| c.replacements.len() <= 1));
+            if let Some(c) = c {
+                *e.budget.get_mut(&(p, Reason::Underutilized)).expect("computed") -= 1;
+                e.taken.insert(i);
+                out.commands.push(c);
+                break;
+            }
+        }
+    }
+    out.blocked = blocked.into_iter().map(|(node, reason)| Blocked { node, reason }).collect();
+    out.after = out.before - out.commands.iter().map(|c| c.savings).sum::<f64>();
+    out
+}
+
+/// The command for a spot interruption warning: replace the node and drain it before the
+/// reclaim time. Budgets, PDB waits and do-not-disrupt do not stop it (the node goes anyway).
+pub fn interruption(input: Input<'_>, node: &str) -> Option<Command> {
+    let e = Engine::new(input);
+    let i = input.nodes.iter().position(|n| n.node.name == node)?;
+    let mut c = e.command(Reason::Interrupted, &[i], true, false)?;
+    c.savings = c.savings.max(0.0);
+    Some(c)
+}
+
+#[cfg(test)]
+mod tests;

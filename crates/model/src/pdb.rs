@@ -1,0 +1,142 @@
+//! PodDisruptionBudgets: how many of the pods they select may be evicted now.
+
+use crate::error::FieldError;
+use crate::pod::Pod;
+use crate::selector::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// A count or a percentage (`"25%"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IntOrPercent {
+    Int(i64),
+    Percent(i64),
+}
+
+impl IntOrPercent {
+    pub fn parse(v: &IntOrString) -> Option<IntOrPercent> {
+        match v {
+            IntOrString::Int(i) => Some(IntOrPercent::Int(*i as i64)),
+            IntOrString::String(s) => match s.strip_suffix('%') {
+                Some(p) => p.parse().ok().map(IntOrPercent::Percent),
+                None => s.parse().ok().map(IntOrPercent::Int),
+            },
+        }
+    }
+
+    /// The value against `total`, percentages rounded up (as Kubernetes scales them).
+    pub fn scaled(&self, total: i64) -> i64 {
+        match self {
+            IntOrPercent::Int(i) => *i,
+            IntOrPercent::Percent(p) => (total * p + 99) / 100,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pdb {
+    pub namespace: String,
+    pub name: String,
+    /// `None` selects nothing.
+    pub selector: Option<LabelSelector>,
+    pub min_available: Option<IntOrPercent>,
+    pub max_unavailable: Option<IntOrPercent>,
+}
+
+impl Pdb {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    pub fn selects(&self, pod: &Pod) -> bool {
+        pod.namespace == self.namespace && self.selector.as_ref().is_some_and(|s| !s.requirements.is_empty() && s.matches(&pod.labels))
+    }
+
+    /// Evictions allowed now among `pods` (the disruption controller's computation): healthy
+    /// pods are the running ones.
+    pub fn allowed(&self, pods: &[&Pod]) -> i64 {
+        let selected: Vec<&&Pod> = pods.iter().filter(|p| self.selects(p) && p.is_active()).collect();
+        let expected = selected.len() as i64;
+        let healthy = selected.iter().filter(|p| p.phase == crate::pod::PodPhase::Running && !p.deleting).count() as i64;
+        let allowed = match (&self.min_available, &self.max_unavailable) {
+            (Some(min), _) => healthy - min.scaled(expected),
+            (None, Some(max)) => max.scaled(expected) - (expected - healthy),
+            (None, None) => healthy - expected,
+        };
+        allowed.max(0)
+    }
+}
+
+/// Converts a PodDisruptionBudget.
+pub fn convert(p: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> Result<Pdb, FieldError> {
+    let name = p.metadata.name.clone().ok_or_else(|| FieldError::new("metadata.name", "a PodDisruptionBudget needs a name"))?;
+    let spec = p.spec.clone().unwrap_or_default();
+    let selector = match &spec.selector {
+        Some(s) => Some(crate::convert::label_selector(s, "spec.selector")?),
+        None => None,
+    };
+    let parse = |v: &Option<IntOrString>, field: &str| -> Result<Option<IntOrPercent>, FieldError> {
+        match v {
+            None => Ok(None),
+            Some(v) => IntOrPercent::parse(v)
+                .map(Some)
+                .ok_or_else(|| FieldError::new(field, format!("expected a count or a percentage, got {v:?}"))),
+        }
+    };
+    Ok(Pdb {
+        namespace: p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        name,
+        selector,
+        min_available: parse(&spec.min_available, "spec.minAvailable")?,
+        max_unavailable: parse(&spec.max_unavailable, "spec.maxUnavailable")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn pods(n: usize, running: usize) -> Vec<Pod> {
+        (0..n)
+            .map(|i| Pod {
+                namespace: "default".into(),
+                name: format!("web-{i}"),
+                labels: [("app".to_string(), "web".to_string())].into_iter().collect::<BTreeMap<_, _>>(),
+                phase: if i < running { crate::pod::PodPhase::Running } else { crate::pod::PodPhase::Pending },
+                node_name: Some("n".into()),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    fn pdb(min: Option<IntOrPercent>, max: Option<IntOrPercent>) -> Pdb {
+        Pdb {
+            namespace: "default".into(),
+            name: "web".into(),
+            selector: Some(LabelSelector::from_match_labels(&[("app".to_string(), "web".to_string())].into_iter().collect())),
+            min_available: min,
+            max_unavailable: max,
+        }
+    }
+
+    #[test]
+    fn allowed_disruptions_follow_the_disruption_controller() {
+        use IntOrPercent::*;
+        // (pods, running, minAvailable, maxUnavailable, allowed)
+        let cases = [
+            (5, 5, Some(Int(4)), None, 1),
+            (5, 5, Some(Percent(80)), None, 1),
+            (5, 4, Some(Int(4)), None, 0),
+            (5, 5, None, Some(Int(1)), 1),
+            (5, 4, None, Some(Int(1)), 0),
+            (10, 10, None, Some(Percent(25)), 3),
+            (3, 3, Some(Percent(50)), None, 1),
+            (3, 3, Some(Int(3)), None, 0),
+        ];
+        for (n, running, min, max, want) in cases {
+            let ps = pods(n, running);
+            let refs: Vec<&Pod> = ps.iter().collect();
+            assert_eq!(pdb(min.clone(), max.clone()).allowed(&refs), want, "{n} pods, {running} running, min {min:?} max {max:?}");
+        }
+    }
+}
