@@ -2,5 +2,6 @@
 
 mod bench;
 mod cloud;
+mod consolidate;
 mod hpa;
 mod plan;

@@ -42,6 +42,27 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// What the disruption engine would do now to a cluster snapshot.
+    Consolidate {
+        /// A cluster snapshot (`kubectl get nodes,pods,daemonsets,pdb -A -o json`).
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        catalog: String,
+        #[arg(long = "nodepool")]
+        nodepools: Vec<String>,
+        /// PodDisruptionBudgets, if not in the snapshot; repeatable.
+        #[arg(long = "pdbs")]
+        pdbs: Vec<String>,
+        /// The time to evaluate at (RFC 3339); default: now.
+        #[arg(long)]
+        now: Option<String>,
+        /// Apply each round's commands and evaluate again until nothing changes.
+        #[arg(long = "until-stable")]
+        until_stable: bool,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Benchmarks (run with --release).
     Bench {
         #[command(subcommand)]
@@ -303,6 +324,16 @@ fn hpa_decide(file: &str, output: Output) -> Result<()> {
     }
 }
 
+fn check_time_limit(t: f64) -> Result<()> {
+    if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
+        return Err(InputError(format!(
+            "--time-limit: must be between 0 and 86400 seconds, got {t}"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 fn strategy(s: &str) -> Result<capstan_pack::Strategy> {
     capstan_pack::Strategy::parse(s).ok_or_else(|| {
         InputError(format!(
@@ -325,9 +356,7 @@ fn plan(
 ) -> Result<()> {
     use capstan_cli::plan_cmd;
     let strategy = strategy(strategy_name)?;
-    if time_limit.is_nan() || time_limit <= 0.0 {
-        return Err(InputError(format!("--time-limit: must be positive, got {time_limit}")).into());
-    }
+    check_time_limit(time_limit)?;
     if !(0.0..=1.0).contains(&spot_share) || spot_share == 0.0 {
         return Err(InputError(format!(
             "--spot-max-pool-share: must be in (0, 1], got {spot_share}"
@@ -466,6 +495,91 @@ fn bench_packing(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
+fn consolidate(
+    cluster: &str,
+    catalog: &str,
+    nodepools: &[String],
+    pdbs: &[String],
+    now: Option<&str>,
+    until_stable: bool,
+    output: Output,
+) -> Result<()> {
+    use capstan_cli::consolidate_cmd as cc;
+    let now = cc::now(now)?;
+    let catalog = input::catalog(Some(catalog))?;
+    let pools = capstan_cli::plan_cmd::read_nodepools(nodepools)?;
+    let mut state = cc::read(cluster, pdbs, &catalog)?;
+    let mut rounds = Vec::new();
+    let mut evaluations = Vec::new();
+    for round in 0..50 {
+        let e = cc::evaluate_now(&state, &pools, &catalog, now);
+        let prefix = if until_stable {
+            format!("{round}-")
+        } else {
+            String::new()
+        };
+        rounds.push(cc::evaluation_json(&e, &catalog, &prefix));
+        let done = e.commands.is_empty() || !until_stable;
+        if !done {
+            cc::apply(&mut state, &e, &catalog, round, now);
+        }
+        evaluations.push(e);
+        if done {
+            break;
+        }
+    }
+    let v = if until_stable {
+        serde_json::json!({"rounds": rounds})
+    } else {
+        rounds.remove(0)
+    };
+    match output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&v)?)),
+        Output::Table => {
+            let mut out = String::new();
+            for (r, e) in evaluations.iter().enumerate() {
+                if until_stable {
+                    out.push_str(&format!("round {r}\n"));
+                }
+                let rows: Vec<Vec<String>> = e
+                    .commands
+                    .iter()
+                    .map(|c| {
+                        vec![
+                            c.reason.as_str().to_string(),
+                            c.candidates.join(","),
+                            c.replacements
+                                .iter()
+                                .map(|x| {
+                                    format!(
+                                        "{}/{}/{}",
+                                        catalog.instance_types[x.instance_type].name,
+                                        x.capacity_type,
+                                        x.zone
+                                    )
+                                })
+                                .collect::<Vec<_>>()
+                                .join(","),
+                            c.moves.len().to_string(),
+                            format!("{:.4}", c.savings),
+                        ]
+                    })
+                    .collect();
+                out.push_str(&table::render(
+                    &["REASON", "CANDIDATES", "REPLACEMENTS", "MOVES", "SAVES $/H"],
+                    &rows,
+                ));
+                for b in &e.blocked {
+                    out.push_str(&format!("blocked {}: {}\n", b.node, b.reason));
+                }
+                out.push_str(&format!("{:.4} $/hour → {:.4} $/hour\n", e.before, e.after));
+            }
+            emit(&out)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -492,6 +606,23 @@ fn main() -> ExitCode {
             &strategy,
             time_limit,
             spot_max_pool_share,
+            output,
+        ),
+        Command::Consolidate {
+            cluster,
+            catalog,
+            nodepools,
+            pdbs,
+            now,
+            until_stable,
+            output,
+        } => consolidate(
+            &cluster,
+            &catalog,
+            &nodepools,
+            &pdbs,
+            now.as_deref(),
+            until_stable,
             output,
         ),
         Command::Bench { which } => match which {

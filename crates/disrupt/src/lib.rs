@@ -24,7 +24,7 @@ use capstan_model::nodepool::{Budget, ConsolidationPolicy, parse_duration};
 use capstan_model::pdb::{IntOrPercent, Pdb};
 use capstan_model::requirements::Undefined;
 use capstan_model::{InstanceType, Node, NodePool, Pod};
-use capstan_sched::{Plan, SolveInput, SolveOptions, Snapshot, solve};
+use capstan_sched::{Plan, Snapshot, SolveInput, SolveOptions, solve};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Annotation holding the hash of the NodePool template a node was launched from.
@@ -61,7 +61,11 @@ impl NodeInfo {
             .labels
             .get(labels::INSTANCE_TYPE)
             .and_then(|t| types.iter().position(|x| x.name == *t));
-        let capacity_type = node.labels.get(labels::CAPACITY_TYPE).cloned().unwrap_or_else(|| labels::CAPACITY_ON_DEMAND.into());
+        let capacity_type = node
+            .labels
+            .get(labels::CAPACITY_TYPE)
+            .cloned()
+            .unwrap_or_else(|| labels::CAPACITY_ON_DEMAND.into());
         let zone = node.labels.get(labels::ZONE).cloned().unwrap_or_default();
         let price = instance_type
             .map(|t| {
@@ -216,8 +220,12 @@ pub fn budget_allows(budgets: &[Budget], reason: &str, total_nodes: i64, now: f6
             }
         }
         if let (Some(schedule), Some(duration)) = (&b.schedule, &b.duration) {
-            let Ok(cron) = time::Cron::parse(schedule) else { continue };
-            let Ok(Some(d)) = parse_duration(duration) else { continue };
+            let Ok(cron) = time::Cron::parse(schedule) else {
+                continue;
+            };
+            let Ok(Some(d)) = parse_duration(duration) else {
+                continue;
+            };
             if !cron.active(now, d as f64) {
                 continue;
             }
@@ -253,7 +261,11 @@ impl<'a> Engine<'a> {
         let pool_of = input
             .nodes
             .iter()
-            .map(|n| n.nodepool.as_ref().and_then(|p| input.nodepools.iter().position(|x| x.name == *p)))
+            .map(|n| {
+                n.nodepool
+                    .as_ref()
+                    .and_then(|p| input.nodepools.iter().position(|x| x.name == *p))
+            })
             .collect();
         Engine {
             input,
@@ -265,22 +277,41 @@ impl<'a> Engine<'a> {
     }
 
     fn pods(&self, node: usize) -> Vec<usize> {
-        self.pods_on.get(self.input.nodes[node].node.name.as_str()).cloned().unwrap_or_default()
+        self.pods_on
+            .get(self.input.nodes[node].node.name.as_str())
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Pods that move when the node goes (DaemonSet pods go with it).
     fn movable_pods(&self, node: usize) -> Vec<usize> {
-        self.pods(node).into_iter().filter(|&p| !self.input.pods[p].is_daemonset_pod()).collect()
+        self.pods(node)
+            .into_iter()
+            .filter(|&p| !self.input.pods[p].is_daemonset_pod())
+            .collect()
     }
 
     fn remaining_budget(&mut self, pool: usize, reason: Reason) -> i64 {
         let input = self.input;
         *self.budget.entry((pool, reason)).or_insert_with(|| {
             let np = &input.nodepools[pool];
-            let mine: Vec<&NodeInfo> = input.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(&np.name)).collect();
+            let mine: Vec<&NodeInfo> = input
+                .nodes
+                .iter()
+                .filter(|n| n.nodepool.as_deref() == Some(&np.name))
+                .collect();
             let disrupting = mine.iter().filter(|n| n.disrupting()).count() as i64;
-            let allowed = budget_allows(&np.budgets, reason.budget_name(), mine.len() as i64, input.now);
-            if allowed == i64::MAX { allowed } else { (allowed - disrupting).max(0) }
+            let allowed = budget_allows(
+                &np.budgets,
+                reason.budget_name(),
+                mine.len() as i64,
+                input.now,
+            );
+            if allowed == i64::MAX {
+                allowed
+            } else {
+                (allowed - disrupting).max(0)
+            }
         })
     }
 
@@ -290,12 +321,21 @@ impl<'a> Engine<'a> {
         if n.disrupting() {
             return Some("already disrupting, cordoned or not ready".into());
         }
-        if n.node.annotations.get(DO_NOT_DISRUPT).or_else(|| n.node.annotations.get("karpenter.sh/do-not-disrupt")).is_some_and(|v| v == "true") {
+        if n.node
+            .annotations
+            .get(DO_NOT_DISRUPT)
+            .or_else(|| n.node.annotations.get("karpenter.sh/do-not-disrupt"))
+            .is_some_and(|v| v == "true")
+        {
             return Some("node annotated do-not-disrupt".into());
         }
         for &p in &self.pods(node) {
             let pod = &self.input.pods[p];
-            if pod.annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true") {
+            if pod
+                .annotations
+                .get(DO_NOT_DISRUPT)
+                .is_some_and(|v| v == "true")
+            {
                 return Some(format!("pod {} has do-not-disrupt", pod.key()));
             }
         }
@@ -306,7 +346,10 @@ impl<'a> Engine<'a> {
     fn pdb_block(&self, pods: &[usize]) -> Option<String> {
         let all: Vec<&Pod> = self.input.pods.iter().collect();
         for pdb in self.input.pdbs {
-            let evicting = pods.iter().filter(|&&p| pdb.selects(&self.input.pods[p])).count() as i64;
+            let evicting = pods
+                .iter()
+                .filter(|&&p| pdb.selects(&self.input.pods[p]))
+                .count() as i64;
             if evicting == 0 {
                 continue;
             }
@@ -322,7 +365,10 @@ impl<'a> Engine<'a> {
     /// onto new nodes from the NodePools).
     fn simulate(&self, candidates: &[usize], launch: bool) -> (Vec<Pod>, Plan) {
         let input = self.input;
-        let gone: BTreeSet<&str> = candidates.iter().map(|&c| input.nodes[c].node.name.as_str()).collect();
+        let gone: BTreeSet<&str> = candidates
+            .iter()
+            .map(|&c| input.nodes[c].node.name.as_str())
+            .collect();
         let mut snapshot = Snapshot {
             daemonsets: input.daemonsets.to_vec(),
             ..Default::default()
@@ -350,7 +396,11 @@ impl<'a> Engine<'a> {
                 pod
             })
             .collect();
-        let pools: Vec<NodePool> = if launch { input.nodepools.to_vec() } else { Vec::new() };
+        let pools: Vec<NodePool> = if launch {
+            input.nodepools.to_vec()
+        } else {
+            Vec::new()
+        };
         let plan = solve(
             SolveInput {
                 snapshot: &snapshot,
@@ -365,7 +415,13 @@ impl<'a> Engine<'a> {
 
     /// A command for the candidates if every pod finds a place (and, for consolidation, the
     /// result is strictly cheaper).
-    fn command(&self, reason: Reason, candidates: &[usize], launch: bool, must_save: bool) -> Option<Command> {
+    fn command(
+        &self,
+        reason: Reason,
+        candidates: &[usize],
+        launch: bool,
+        must_save: bool,
+    ) -> Option<Command> {
         let input = self.input;
         let (pending, plan) = self.simulate(candidates, launch);
         if !plan.unschedulable.is_empty() {
@@ -378,17 +434,20 @@ impl<'a> Engine<'a> {
         }
         // Spot to spot: only with enough cheaper spot options, so the replacement does not chase
         // one pool into the next interruption.
-        if must_save && candidates.iter().all(|&c| input.nodes[c].capacity_type == CAPACITY_SPOT) {
+        if must_save
+            && candidates
+                .iter()
+                .all(|&c| input.nodes[c].capacity_type == CAPACITY_SPOT)
+        {
             for c in &plan.new_claims {
                 if c.offering.capacity_type == CAPACITY_SPOT {
                     let cheaper = c
                         .instance_types
                         .iter()
                         .filter(|&&t| {
-                            input.instance_types[t]
-                                .offerings
-                                .iter()
-                                .any(|o| o.available && o.capacity_type == CAPACITY_SPOT && o.price < before)
+                            input.instance_types[t].offerings.iter().any(|o| {
+                                o.available && o.capacity_type == CAPACITY_SPOT && o.price < before
+                            })
                         })
                         .count();
                     if cheaper < MIN_SPOT_OPTIONS {
@@ -426,10 +485,16 @@ impl<'a> Engine<'a> {
             }
         }
         moves.sort_by(|a, b| a.pod.cmp(&b.pod));
-        let movable: Vec<usize> = candidates.iter().flat_map(|&c| self.movable_pods(c)).collect();
+        let movable: Vec<usize> = candidates
+            .iter()
+            .flat_map(|&c| self.movable_pods(c))
+            .collect();
         Some(Command {
             reason,
-            candidates: candidates.iter().map(|&c| input.nodes[c].node.name.clone()).collect(),
+            candidates: candidates
+                .iter()
+                .map(|&c| input.nodes[c].node.name.clone())
+                .collect(),
             replacements,
             moves,
             savings: before - after,
@@ -441,11 +506,18 @@ impl<'a> Engine<'a> {
     /// allows (at least one, so a forceful drain still progresses).
     fn drain(&self, pods: &[usize]) -> Vec<Vec<String>> {
         let all: Vec<&Pod> = self.input.pods.iter().collect();
-        let allowance: Vec<i64> = self.input.pdbs.iter().map(|p| p.allowed(&all).max(1)).collect();
+        let allowance: Vec<i64> = self
+            .input
+            .pdbs
+            .iter()
+            .map(|p| p.allowed(&all).max(1))
+            .collect();
         let mut order: Vec<usize> = pods.to_vec();
         order.sort_by(|&a, &b| {
             let (pa, pb) = (&self.input.pods[a], &self.input.pods[b]);
-            pa.priority.cmp(&pb.priority).then_with(|| pa.key().cmp(&pb.key()))
+            pa.priority
+                .cmp(&pb.priority)
+                .then_with(|| pa.key().cmp(&pb.key()))
         });
         let mut waves: Vec<Vec<String>> = Vec::new();
         let mut left = order;
@@ -455,7 +527,9 @@ impl<'a> Engine<'a> {
             let mut rest = Vec::new();
             for p in left {
                 let pod = &self.input.pods[p];
-                let pdbs: Vec<usize> = (0..allowance.len()).filter(|&i| self.input.pdbs[i].selects(pod)).collect();
+                let pdbs: Vec<usize> = (0..allowance.len())
+                    .filter(|&i| self.input.pdbs[i].selects(pod))
+                    .collect();
                 if pdbs.iter().all(|&i| used[i] < allowance[i]) {
                     pdbs.iter().for_each(|&i| used[i] += 1);
                     wave.push(pod.key());
@@ -487,7 +561,9 @@ impl<'a> Engine<'a> {
         let labels = capstan_model::Requirements::from_labels(&n.node.labels);
         for r in np.requirements.iter() {
             let single = capstan_model::Requirements::from_iter([r.clone()]);
-            if n.node.labels.contains_key(&r.key) && labels.compatible(&single, Undefined::Deny).is_err() {
+            if n.node.labels.contains_key(&r.key)
+                && labels.compatible(&single, Undefined::Deny).is_err()
+            {
                 return Some(format!("node no longer satisfies {r}"));
             }
         }
@@ -503,19 +579,26 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         ..Default::default()
     };
     let mut blocked: BTreeMap<String, String> = BTreeMap::new();
-    let managed: Vec<usize> = (0..input.nodes.len()).filter(|&i| e.pool_of[i].is_some()).collect();
+    let managed: Vec<usize> = (0..input.nodes.len())
+        .filter(|&i| e.pool_of[i].is_some())
+        .collect();
 
     // Expiry: forceful.
     for &i in &managed {
         let pool = &input.nodepools[e.pool_of[i].expect("managed")];
-        let (Some(age), Some(limit)) = (e.age(i), pool.expire_after_seconds) else { continue };
+        let (Some(age), Some(limit)) = (e.age(i), pool.expire_after_seconds) else {
+            continue;
+        };
         if age >= limit as f64 && !input.nodes[i].disrupting() {
             if let Some(mut c) = e.command(Reason::Expired, &[i], true, false) {
                 c.savings = c.savings.max(0.0);
                 e.taken.insert(i);
                 out.commands.push(c);
             } else {
-                blocked.insert(input.nodes[i].node.name.clone(), "expired, but its pods fit nowhere".into());
+                blocked.insert(
+                    input.nodes[i].node.name.clone(),
+                    "expired, but its pods fit nowhere".into(),
+                );
             }
         }
     }
@@ -532,7 +615,9 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 Reason::Drifted => e.drifted(i, p).is_some(),
                 _ => {
                     e.movable_pods(i).is_empty()
-                        && np.consolidate_after_seconds.is_some_and(|after| e.age(i).is_none_or(|a| a >= after as f64))
+                        && np
+                            .consolidate_after_seconds
+                            .is_some_and(|after| e.age(i).is_none_or(|a| a >= after as f64))
                 }
             };
             if !applies {
@@ -543,11 +628,21 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 continue;
             }
             if e.remaining_budget(p, reason) <= 0 {
-                blocked.insert(input.nodes[i].node.name.clone(), format!("budget for nodepool {} allows 0 {} disruptions now", np.name, reason.budget_name()));
+                blocked.insert(
+                    input.nodes[i].node.name.clone(),
+                    format!(
+                        "budget for nodepool {} allows 0 {} disruptions now",
+                        np.name,
+                        reason.budget_name()
+                    ),
+                );
                 continue;
             }
             let Some(c) = e.command(reason, &[i], reason == Reason::Drifted, false) else {
-                blocked.insert(input.nodes[i].node.name.clone(), "its pods fit nowhere else".into());
+                blocked.insert(
+                    input.nodes[i].node.name.clone(),
+                    "its pods fit nowhere else".into(),
+                );
                 continue;
             };
             *e.budget.get_mut(&(p, reason)).expect("computed") -= 1;
@@ -564,12 +659,16 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         .filter(|&i| {
             let np = &input.nodepools[e.pool_of[i].expect("managed")];
             np.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
-                && np.consolidate_after_seconds.is_some_and(|after| e.age(i).is_none_or(|a| a >= after as f64))
+                && np
+                    .consolidate_after_seconds
+                    .is_some_and(|after| e.age(i).is_none_or(|a| a >= after as f64))
         })
         .collect();
     candidates.retain(|&i| match e.voluntary_block(i) {
         Some(why) => {
-            blocked.entry(input.nodes[i].node.name.clone()).or_insert(why);
+            blocked
+                .entry(input.nodes[i].node.name.clone())
+                .or_insert(why);
             false
         }
         None => true,
@@ -581,14 +680,23 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             .map(|&p| 1.0 + (input.pods[p].priority.max(0) as f64 / 1e6).min(10.0))
             .sum::<f64>()
     };
-    candidates.sort_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(input.nodes[b].price.total_cmp(&input.nodes[a].price)).then(a.cmp(&b)));
+    candidates.sort_by(|&a, &b| {
+        cost(a)
+            .total_cmp(&cost(b))
+            .then(input.nodes[b].price.total_cmp(&input.nodes[a].price))
+            .then(a.cmp(&b))
+    });
     candidates.retain(|&i| {
         let p = e.pool_of[i].expect("managed");
         if e.remaining_budget(p, Reason::Underutilized) > 0 {
             true
         } else {
             let name = &input.nodepools[p].name;
-            blocked.entry(input.nodes[i].node.name.clone()).or_insert(format!("budget for nodepool {name} allows 0 Underutilized disruptions now"));
+            blocked
+                .entry(input.nodes[i].node.name.clone())
+                .or_insert(format!(
+                    "budget for nodepool {name} allows 0 Underutilized disruptions now"
+                ));
             false
         }
     });
@@ -602,10 +710,20 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         let set = &candidates[..mid];
         let within_budget = {
             let mut per_pool: BTreeMap<usize, i64> = BTreeMap::new();
-            set.iter().for_each(|&i| *per_pool.entry(e.pool_of[i].expect("managed")).or_default() += 1);
-            per_pool.iter().all(|(&p, &n)| e.remaining_budget(p, Reason::Underutilized) >= n)
+            set.iter()
+                .for_each(|&i| *per_pool.entry(e.pool_of[i].expect("managed")).or_default() += 1);
+            per_pool
+                .iter()
+                .all(|(&p, &n)| e.remaining_budget(p, Reason::Underutilized) >= n)
         };
-        let cmd = if within_budget && e.pdb_block(&set.iter().flat_map(|&i| e.movable_pods(i)).collect::<Vec<_>>()).is_none() {
+        let cmd = if within_budget
+            && e.pdb_block(
+                &set.iter()
+                    .flat_map(|&i| e.movable_pods(i))
+                    .collect::<Vec<_>>(),
+            )
+            .is_none()
+        {
             e.command(Reason::Underutilized, set, true, true)
         } else {
             None
@@ -622,7 +740,9 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         for name in &c.candidates {
             if let Some(i) = input.nodes.iter().position(|n| n.node.name == *name) {
                 e.taken.insert(i);
-                *e.budget.get_mut(&(e.pool_of[i].expect("managed"), Reason::Underutilized)).expect("computed") -= 1;
+                *e.budget
+                    .get_mut(&(e.pool_of[i].expect("managed"), Reason::Underutilized))
+                    .expect("computed") -= 1;
             }
         }
         out.commands.push(c);
@@ -637,16 +757,24 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             }
             let c = e
                 .command(Reason::Underutilized, &[i], false, true)
-                .or_else(|| e.command(Reason::Underutilized, &[i], true, true).filter(|c| c.replacements.len() <= 1));
+                .or_else(|| {
+                    e.command(Reason::Underutilized, &[i], true, true)
+                        .filter(|c| c.replacements.len() <= 1)
+                });
             if let Some(c) = c {
-                *e.budget.get_mut(&(p, Reason::Underutilized)).expect("computed") -= 1;
+                *e.budget
+                    .get_mut(&(p, Reason::Underutilized))
+                    .expect("computed") -= 1;
                 e.taken.insert(i);
                 out.commands.push(c);
                 break;
             }
         }
     }
-    out.blocked = blocked.into_iter().map(|(node, reason)| Blocked { node, reason }).collect();
+    out.blocked = blocked
+        .into_iter()
+        .map(|(node, reason)| Blocked { node, reason })
+        .collect();
     out.after = out.before - out.commands.iter().map(|c| c.savings).sum::<f64>();
     out
 }

@@ -11,7 +11,17 @@ const NOW: f64 = 1_796_030_100.0; // 2026-11-30T09:15:00Z, a Monday
 
 fn types() -> Vec<InstanceType> {
     let mut c = Catalog::builtin();
-    c.instance_types.retain(|t| ["m7i.large", "m7i.xlarge", "m7i.2xlarge", "m7i.4xlarge", "c7i.large", "c7i.xlarge"].contains(&t.name.as_str()));
+    c.instance_types.retain(|t| {
+        [
+            "m7i.large",
+            "m7i.xlarge",
+            "m7i.2xlarge",
+            "m7i.4xlarge",
+            "c7i.large",
+            "c7i.xlarge",
+        ]
+        .contains(&t.name.as_str())
+    });
     c.instance_types
 }
 
@@ -50,7 +60,9 @@ fn pod(name: &str, on: &str, cpu: i64, mem_mib: i64) -> Pod {
     Pod {
         namespace: "default".into(),
         name: name.into(),
-        labels: [("app".to_string(), "web".to_string())].into_iter().collect(),
+        labels: [("app".to_string(), "web".to_string())]
+            .into_iter()
+            .collect(),
         node_name: Some(on.into()),
         phase: capstan_model::pod::PodPhase::Running,
         requests: Resources {
@@ -63,7 +75,13 @@ fn pod(name: &str, on: &str, cpu: i64, mem_mib: i64) -> Pod {
     }
 }
 
-fn eval(nodes: &[NodeInfo], pods: &[Pod], pdbs: &[Pdb], pools: &[NodePool], types: &[InstanceType]) -> Evaluation {
+fn eval(
+    nodes: &[NodeInfo],
+    pods: &[Pod],
+    pdbs: &[Pdb],
+    pools: &[NodePool],
+    types: &[InstanceType],
+) -> Evaluation {
     evaluate(Input {
         nodes,
         pods,
@@ -75,7 +93,12 @@ fn eval(nodes: &[NodeInfo], pods: &[Pod], pdbs: &[Pdb], pools: &[NodePool], type
     })
 }
 
-fn budget(nodes: &str, schedule: Option<&str>, duration: Option<&str>, reasons: Option<&[&str]>) -> Budget {
+fn budget(
+    nodes: &str,
+    schedule: Option<&str>,
+    duration: Option<&str>,
+    reasons: Option<&[&str]>,
+) -> Budget {
     Budget {
         nodes: nodes.into(),
         schedule: schedule.map(str::to_string),
@@ -92,51 +115,103 @@ fn budgets_allow_counts_and_percentages_rounded_up_and_the_most_restrictive_wins
         (vec![budget("10%", None, None, None)], "Empty", 5, 1),
         (vec![budget("10%", None, None, None)], "Empty", 0, 0),
         (vec![budget("3", None, None, None)], "Drifted", 100, 3),
-        (vec![budget("50%", None, None, None), budget("2", None, None, None)], "Underutilized", 10, 2),
-        (vec![budget("0", None, None, Some(&["Drifted"]))], "Empty", 10, i64::MAX),
-        (vec![budget("0", None, None, Some(&["Drifted"]))], "Drifted", 10, 0),
+        (
+            vec![
+                budget("50%", None, None, None),
+                budget("2", None, None, None),
+            ],
+            "Underutilized",
+            10,
+            2,
+        ),
+        (
+            vec![budget("0", None, None, Some(&["Drifted"]))],
+            "Empty",
+            10,
+            i64::MAX,
+        ),
+        (
+            vec![budget("0", None, None, Some(&["Drifted"]))],
+            "Drifted",
+            10,
+            0,
+        ),
         // Weekdays 09:00 for 8 h: active at Monday 09:15.
-        (vec![budget("0", Some("0 9 * * mon-fri"), Some("8h"), None)], "Empty", 10, 0),
+        (
+            vec![budget("0", Some("0 9 * * mon-fri"), Some("8h"), None)],
+            "Empty",
+            10,
+            0,
+        ),
         // Weekends only: inactive now.
-        (vec![budget("0", Some("0 0 * * sat"), Some("48h"), None)], "Empty", 10, i64::MAX),
+        (
+            vec![budget("0", Some("0 0 * * sat"), Some("48h"), None)],
+            "Empty",
+            10,
+            i64::MAX,
+        ),
     ];
     for (b, reason, total, want) in cases {
-        assert_eq!(budget_allows(&b, reason, total, NOW), want, "{b:?} {reason} {total}");
+        assert_eq!(
+            budget_allows(&b, reason, total, NOW),
+            want,
+            "{b:?} {reason} {total}"
+        );
     }
 }
 
 #[test]
 fn an_empty_node_is_deleted_after_consolidate_after() {
     let t = types();
-    let nodes = [node("a", "m7i.large", 2.0, &t), node("b", "m7i.large", 2.0, &t)];
+    let nodes = [
+        node("a", "m7i.large", 2.0, &t),
+        node("b", "m7i.large", 2.0, &t),
+    ];
     let pods = [pod("p", "a", 500, 512)];
     let r = eval(&nodes, &pods, &[], &[pool(json!({}))], &t);
-    let c = r.commands.iter().find(|c| c.reason == Reason::Empty).expect("an emptiness command");
+    let c = r
+        .commands
+        .iter()
+        .find(|c| c.reason == Reason::Empty)
+        .expect("an emptiness command");
     assert_eq!(c.candidates, vec!["b".to_string()]);
     assert!(c.moves.is_empty() && c.replacements.is_empty());
     assert!((c.savings - nodes[1].price).abs() < 1e-9);
     let later = pool(json!({"disruption": {"consolidateAfter": "3h"}}));
     let r = eval(&nodes, &pods, &[], &[later], &t);
-    assert!(r.commands.is_empty(), "two-hour-old nodes wait for a three-hour consolidateAfter: {r:#?}");
+    assert!(
+        r.commands.is_empty(),
+        "two-hour-old nodes wait for a three-hour consolidateAfter: {r:#?}"
+    );
 }
 
 #[test]
 fn disrupting_and_not_ready_nodes_count_against_the_budget() {
     let t = types();
-    let mut nodes = vec![node("a", "m7i.large", 2.0, &t), node("b", "m7i.large", 2.0, &t), node("c", "m7i.large", 2.0, &t)];
+    let mut nodes = vec![
+        node("a", "m7i.large", 2.0, &t),
+        node("b", "m7i.large", 2.0, &t),
+        node("c", "m7i.large", 2.0, &t),
+    ];
     nodes[2].node.ready = false;
     let pods = [pod("p", "a", 500, 512)];
     let one = pool(json!({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "1"}]}}));
     let r = eval(&nodes, &pods, &[], &[one], &t);
     assert!(r.commands.is_empty(), "{r:#?}");
     let b = r.blocked.iter().find(|b| b.node == "b").unwrap();
-    assert_eq!(b.reason, "budget for nodepool default allows 0 Empty disruptions now");
+    assert_eq!(
+        b.reason,
+        "budget for nodepool default allows 0 Empty disruptions now"
+    );
 }
 
 #[test]
 fn an_underutilized_node_is_deleted_when_its_pods_fit_elsewhere() {
     let t = types();
-    let nodes = [node("a", "m7i.xlarge", 2.0, &t), node("b", "m7i.xlarge", 2.0, &t)];
+    let nodes = [
+        node("a", "m7i.xlarge", 2.0, &t),
+        node("b", "m7i.xlarge", 2.0, &t),
+    ];
     let pods = [pod("p1", "a", 1000, 1024), pod("p2", "b", 1000, 1024)];
     // The default budget (10% of two nodes, rounded up) allows one: b's pod moves to a.
     let r = eval(&nodes, &pods, &[], &[pool(json!({}))], &t);
@@ -144,12 +219,17 @@ fn an_underutilized_node_is_deleted_when_its_pods_fit_elsewhere() {
     assert_eq!(r.commands[0].candidates.len(), 1);
     assert!(r.commands[0].replacements.is_empty());
     // With room in the budget both go: one cheaper node holds both pods.
-    let all = pool(json!({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}));
+    let all =
+        pool(json!({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}));
     let r = eval(&nodes, &pods, &[], &[all], &t);
     assert_eq!(r.commands.len(), 1, "{r:#?}");
     let c = &r.commands[0];
     assert_eq!(c.reason, Reason::Underutilized);
-    assert_eq!(c.candidates.len(), 2, "both go: one cheaper node holds both pods");
+    assert_eq!(
+        c.candidates.len(),
+        2,
+        "both go: one cheaper node holds both pods"
+    );
     assert_eq!(c.replacements.len(), 1);
     assert!(c.savings > 0.0);
     assert!(r.after < r.before);
@@ -165,7 +245,13 @@ fn an_oversized_node_is_replaced_by_a_cheaper_one() {
     let c = &r.commands[0];
     assert_eq!(c.replacements.len(), 1);
     assert!(c.replacements[0].price < nodes[0].price);
-    assert_eq!(c.moves, vec![Move { pod: "default/p1".into(), to: Target::Replacement(0) }]);
+    assert_eq!(
+        c.moves,
+        vec![Move {
+            pod: "default/p1".into(),
+            to: Target::Replacement(0)
+        }]
+    );
 }
 
 #[test]
@@ -180,13 +266,26 @@ fn do_not_disrupt_pods_and_pdbs_block_voluntary_disruption() {
     let pdb = Pdb {
         namespace: "default".into(),
         name: "web-pdb".into(),
-        selector: Some(LabelSelector::from_match_labels(&[("app".to_string(), "web".to_string())].into_iter().collect())),
+        selector: Some(LabelSelector::from_match_labels(
+            &[("app".to_string(), "web".to_string())]
+                .into_iter()
+                .collect(),
+        )),
         min_available: Some(IntOrPercent::Int(1)),
         max_unavailable: None,
     };
-    let r = eval(&nodes, &[pod("p1", "big", 500, 1024)], &[pdb], &[pool(json!({}))], &t);
+    let r = eval(
+        &nodes,
+        &[pod("p1", "big", 500, 1024)],
+        &[pdb],
+        &[pool(json!({}))],
+        &t,
+    );
     assert!(r.commands.is_empty());
-    assert_eq!(r.blocked[0].reason, "pdb default/web-pdb allows 0 disruptions");
+    assert_eq!(
+        r.blocked[0].reason,
+        "pdb default/web-pdb allows 0 disruptions"
+    );
 }
 
 #[test]
@@ -195,19 +294,26 @@ fn expiry_is_forceful() {
     let nodes = [node("old", "m7i.large", 800.0, &t)];
     let mut p = pod("p1", "old", 500, 1024);
     p.annotations.insert(DO_NOT_DISRUPT.into(), "true".into());
-    let zero = pool(json!({"disruption": {"consolidateAfter": "Never", "budgets": [{"nodes": "0"}]}}));
+    let zero =
+        pool(json!({"disruption": {"consolidateAfter": "Never", "budgets": [{"nodes": "0"}]}}));
     let r = eval(&nodes, &[p], &[], &[zero], &t);
     assert_eq!(r.commands.len(), 1, "{r:#?}");
     assert_eq!(r.commands[0].reason, Reason::Expired);
-    assert_eq!(r.commands[0].replacements.len(), 1, "its pod needs a new node");
+    assert_eq!(
+        r.commands[0].replacements.len(),
+        1,
+        "its pod needs a new node"
+    );
 }
 
 #[test]
 fn a_node_that_no_longer_meets_its_nodepool_drifts() {
     let t = types();
     let nodes = [node("c", "c7i.large", 1.0, &t)];
-    let m_only = pool(json!({"disruption": {"consolidateAfter": "Never"}, "template": {"spec": {"requirements": [
-        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}]}}}));
+    let m_only = pool(
+        json!({"disruption": {"consolidateAfter": "Never"}, "template": {"spec": {"requirements": [
+        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}]}}}),
+    );
     let r = eval(&nodes, &[pod("p1", "c", 500, 1024)], &[], &[m_only], &t);
     assert_eq!(r.commands.len(), 1, "{r:#?}");
     let c = &r.commands[0];
@@ -220,10 +326,20 @@ fn a_changed_template_hash_drifts_the_node() {
     let t = types();
     let p = pool(json!({"disruption": {"consolidateAfter": "Never"}}));
     let mut n = node("a", "m7i.large", 1.0, &t);
-    n.node.annotations.insert(NODEPOOL_HASH.into(), template_hash(&p));
-    let r = eval(std::slice::from_ref(&n), &[pod("p1", "a", 500, 1024)], &[], std::slice::from_ref(&p), &t);
+    n.node
+        .annotations
+        .insert(NODEPOOL_HASH.into(), template_hash(&p));
+    let r = eval(
+        std::slice::from_ref(&n),
+        &[pod("p1", "a", 500, 1024)],
+        &[],
+        std::slice::from_ref(&p),
+        &t,
+    );
     assert!(r.commands.is_empty(), "same hash: no drift");
-    n.node.annotations.insert(NODEPOOL_HASH.into(), "0000".into());
+    n.node
+        .annotations
+        .insert(NODEPOOL_HASH.into(), "0000".into());
     let r = eval(&[n], &[pod("p1", "a", 500, 1024)], &[], &[p], &t);
     assert_eq!(r.commands[0].reason, Reason::Drifted);
 }
@@ -240,32 +356,71 @@ fn spot_replacements_need_enough_cheaper_spot_types() {
             available: true,
         });
     }
-    let spot_pool = pool(json!({"template": {"spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}));
+    let spot_pool = pool(
+        json!({"template": {"spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}),
+    );
     let mut big = node("big", "m7i.4xlarge", 5.0, &t);
     big.capacity_type = "spot".into();
-    big.node.labels.insert(labels::CAPACITY_TYPE.into(), "spot".into());
-    big.price = t.iter().find(|x| x.name == "m7i.4xlarge").unwrap().offerings.last().unwrap().price;
-    let r = eval(&[big], &[pod("p1", "big", 500, 1024)], &[], &[spot_pool], &t);
-    assert!(r.commands.is_empty(), "only {} types: spot to spot replacement is refused: {r:#?}", t.len());
+    big.node
+        .labels
+        .insert(labels::CAPACITY_TYPE.into(), "spot".into());
+    big.price = t
+        .iter()
+        .find(|x| x.name == "m7i.4xlarge")
+        .unwrap()
+        .offerings
+        .last()
+        .unwrap()
+        .price;
+    let r = eval(
+        &[big],
+        &[pod("p1", "big", 500, 1024)],
+        &[],
+        &[spot_pool],
+        &t,
+    );
+    assert!(
+        r.commands.is_empty(),
+        "only {} types: spot to spot replacement is refused: {r:#?}",
+        t.len()
+    );
 }
 
 #[test]
 fn drains_go_in_waves_within_pdb_allowances_lowest_priority_first() {
     let t = types();
     let nodes = [node("big", "m7i.4xlarge", 800.0, &t)];
-    let mut pods: Vec<Pod> = (0..4).map(|i| pod(&format!("w{i}"), "big", 500, 512)).collect();
+    let mut pods: Vec<Pod> = (0..4)
+        .map(|i| pod(&format!("w{i}"), "big", 500, 512))
+        .collect();
     pods[3].priority = -10;
     let pdb = Pdb {
         namespace: "default".into(),
         name: "web".into(),
-        selector: Some(LabelSelector::from_match_labels(&[("app".to_string(), "web".to_string())].into_iter().collect())),
+        selector: Some(LabelSelector::from_match_labels(
+            &[("app".to_string(), "web".to_string())]
+                .into_iter()
+                .collect(),
+        )),
         min_available: None,
         max_unavailable: Some(IntOrPercent::Int(2)),
     };
-    let r = eval(&nodes, &pods, &[pdb], &[pool(json!({"disruption": {"consolidateAfter": "Never"}}))], &t);
+    let r = eval(
+        &nodes,
+        &pods,
+        &[pdb],
+        &[pool(json!({"disruption": {"consolidateAfter": "Never"}}))],
+        &t,
+    );
     let c = &r.commands[0];
     assert_eq!(c.reason, Reason::Expired);
-    assert_eq!(c.drain, vec![vec!["default/w3".to_string(), "default/w0".to_string()], vec!["default/w1".to_string(), "default/w2".to_string()]]);
+    assert_eq!(
+        c.drain,
+        vec![
+            vec!["default/w3".to_string(), "default/w0".to_string()],
+            vec!["default/w1".to_string(), "default/w2".to_string()]
+        ]
+    );
 }
 
 #[test]

@@ -29,11 +29,24 @@ pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
 /// unix seconds.
 pub fn parse_rfc3339(s: &str) -> Option<f64> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !(b[10] == b'T' || b[10] == b't' || b[10] == b' ') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !(b[10] == b'T' || b[10] == b't' || b[10] == b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
         return None;
     }
@@ -67,17 +80,30 @@ pub struct Cron {
     dow_any: bool,
 }
 
-const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
 const DAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
-fn field(spec: &str, min: u32, max: u32, names: &[&str], name_base: u32) -> Result<(Vec<bool>, bool), String> {
+fn field(
+    spec: &str,
+    min: u32,
+    max: u32,
+    names: &[&str],
+    name_base: u32,
+) -> Result<(Vec<bool>, bool), String> {
     let mut set = vec![false; max as usize + 1];
     let value = |t: &str| -> Result<u32, String> {
         let lower = t.to_ascii_lowercase();
         if let Some(i) = names.iter().position(|n| *n == lower) {
             return Ok(i as u32 + name_base);
         }
-        t.parse::<u32>().map_err(|_| format!("{t:?} is not a number{}", if names.is_empty() { "" } else { " or a name" }))
+        t.parse::<u32>().map_err(|_| {
+            format!(
+                "{t:?} is not a number{}",
+                if names.is_empty() { "" } else { " or a name" }
+            )
+        })
     };
     for part in spec.split(',') {
         let (range, step) = match part.split_once('/') {
@@ -119,13 +145,18 @@ impl Cron {
         };
         let f: Vec<&str> = expanded.split_whitespace().collect();
         if f.len() != 5 {
-            return Err(format!("expected five fields (minute hour day-of-month month day-of-week), got {}", f.len()));
+            return Err(format!(
+                "expected five fields (minute hour day-of-month month day-of-week), got {}",
+                f.len()
+            ));
         }
         let (minutes, _) = field(f[0], 0, 59, &[], 0).map_err(|e| format!("minute: {e}"))?;
         let (hours, _) = field(f[1], 0, 23, &[], 0).map_err(|e| format!("hour: {e}"))?;
-        let (dom, dom_any) = field(f[2], 1, 31, &[], 0).map_err(|e| format!("day of month: {e}"))?;
+        let (dom, dom_any) =
+            field(f[2], 1, 31, &[], 0).map_err(|e| format!("day of month: {e}"))?;
         let (months, _) = field(f[3], 1, 12, &MONTHS, 1).map_err(|e| format!("month: {e}"))?;
-        let (mut dow, dow_any) = field(f[4], 0, 7, &DAYS, 0).map_err(|e| format!("day of week: {e}"))?;
+        let (mut dow, dow_any) =
+            field(f[4], 0, 7, &DAYS, 0).map_err(|e| format!("day of week: {e}"))?;
         if dow[7] {
             dow[0] = true;
         }
@@ -152,7 +183,10 @@ impl Cron {
             (false, true) => self.dom[d as usize],
             (false, false) => self.dom[d as usize] || self.dow[weekday as usize],
         };
-        self.minutes[(secs / 60 % 60) as usize] && self.hours[(secs / 3600) as usize] && self.months[m as usize] && day_ok
+        self.minutes[(secs / 60 % 60) as usize]
+            && self.hours[(secs / 3600) as usize]
+            && self.months[m as usize]
+            && day_ok
     }
 
     /// Whether the schedule fired within the `duration` seconds up to `now`: a budget with this

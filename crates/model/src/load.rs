@@ -260,7 +260,8 @@ pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadErro
                 out.nodeclaims.push(obj);
             }
             Kind::PodDisruptionBudget => {
-                let p: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(doc).map_err(obj_err)?;
+                let p: k8s_openapi::api::policy::v1::PodDisruptionBudget =
+                    typed(doc).map_err(obj_err)?;
                 out.pdbs.push(crate::pdb::convert(&p).map_err(obj_err)?);
             }
         }

@@ -48,15 +48,25 @@ impl Pdb {
     }
 
     pub fn selects(&self, pod: &Pod) -> bool {
-        pod.namespace == self.namespace && self.selector.as_ref().is_some_and(|s| !s.requirements.is_empty() && s.matches(&pod.labels))
+        pod.namespace == self.namespace
+            && self
+                .selector
+                .as_ref()
+                .is_some_and(|s| !s.requirements.is_empty() && s.matches(&pod.labels))
     }
 
     /// Evictions allowed now among `pods` (the disruption controller's computation): healthy
     /// pods are the running ones.
     pub fn allowed(&self, pods: &[&Pod]) -> i64 {
-        let selected: Vec<&&Pod> = pods.iter().filter(|p| self.selects(p) && p.is_active()).collect();
+        let selected: Vec<&&Pod> = pods
+            .iter()
+            .filter(|p| self.selects(p) && p.is_active())
+            .collect();
         let expected = selected.len() as i64;
-        let healthy = selected.iter().filter(|p| p.phase == crate::pod::PodPhase::Running && !p.deleting).count() as i64;
+        let healthy = selected
+            .iter()
+            .filter(|p| p.phase == crate::pod::PodPhase::Running && !p.deleting)
+            .count() as i64;
         let allowed = match (&self.min_available, &self.max_unavailable) {
             (Some(min), _) => healthy - min.scaled(expected),
             (None, Some(max)) => max.scaled(expected) - (expected - healthy),
@@ -68,22 +78,33 @@ impl Pdb {
 
 /// Converts a PodDisruptionBudget.
 pub fn convert(p: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> Result<Pdb, FieldError> {
-    let name = p.metadata.name.clone().ok_or_else(|| FieldError::new("metadata.name", "a PodDisruptionBudget needs a name"))?;
+    let name =
+        p.metadata.name.clone().ok_or_else(|| {
+            FieldError::new("metadata.name", "a PodDisruptionBudget needs a name")
+        })?;
     let spec = p.spec.clone().unwrap_or_default();
     let selector = match &spec.selector {
         Some(s) => Some(crate::convert::label_selector(s, "spec.selector")?),
         None => None,
     };
-    let parse = |v: &Option<IntOrString>, field: &str| -> Result<Option<IntOrPercent>, FieldError> {
-        match v {
-            None => Ok(None),
-            Some(v) => IntOrPercent::parse(v)
-                .map(Some)
-                .ok_or_else(|| FieldError::new(field, format!("expected a count or a percentage, got {v:?}"))),
-        }
-    };
+    let parse =
+        |v: &Option<IntOrString>, field: &str| -> Result<Option<IntOrPercent>, FieldError> {
+            match v {
+                None => Ok(None),
+                Some(v) => IntOrPercent::parse(v).map(Some).ok_or_else(|| {
+                    FieldError::new(
+                        field,
+                        format!("expected a count or a percentage, got {v:?}"),
+                    )
+                }),
+            }
+        };
     Ok(Pdb {
-        namespace: p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        namespace: p
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
         name,
         selector,
         min_available: parse(&spec.min_available, "spec.minAvailable")?,
@@ -101,8 +122,14 @@ mod tests {
             .map(|i| Pod {
                 namespace: "default".into(),
                 name: format!("web-{i}"),
-                labels: [("app".to_string(), "web".to_string())].into_iter().collect::<BTreeMap<_, _>>(),
-                phase: if i < running { crate::pod::PodPhase::Running } else { crate::pod::PodPhase::Pending },
+                labels: [("app".to_string(), "web".to_string())]
+                    .into_iter()
+                    .collect::<BTreeMap<_, _>>(),
+                phase: if i < running {
+                    crate::pod::PodPhase::Running
+                } else {
+                    crate::pod::PodPhase::Pending
+                },
                 node_name: Some("n".into()),
                 ..Default::default()
             })
@@ -113,7 +140,11 @@ mod tests {
         Pdb {
             namespace: "default".into(),
             name: "web".into(),
-            selector: Some(LabelSelector::from_match_labels(&[("app".to_string(), "web".to_string())].into_iter().collect())),
+            selector: Some(LabelSelector::from_match_labels(
+                &[("app".to_string(), "web".to_string())]
+                    .into_iter()
+                    .collect(),
+            )),
             min_available: min,
             max_unavailable: max,
         }
@@ -136,7 +167,11 @@ mod tests {
         for (n, running, min, max, want) in cases {
             let ps = pods(n, running);
             let refs: Vec<&Pod> = ps.iter().collect();
-            assert_eq!(pdb(min.clone(), max.clone()).allowed(&refs), want, "{n} pods, {running} running, min {min:?} max {max:?}");
+            assert_eq!(
+                pdb(min.clone(), max.clone()).allowed(&refs),
+                want,
+                "{n} pods, {running} running, min {min:?} max {max:?}"
+            );
         }
     }
 }

@@ -166,6 +166,16 @@ pub(crate) fn scale(d: &str, v: i64) -> f64 {
     }
 }
 
+/// The node requirements every plan must meet for a pod: its nodeSelector, and its required
+/// node affinity when that is a single term (with several, any may be used, so none binds).
+fn binding_requirements(pod: &Pod) -> capstan_model::Requirements {
+    let mut reqs = pod.node_selector.clone();
+    if pod.required_terms.len() == 1 {
+        reqs.add_all(&pod.required_terms[0]);
+    }
+    reqs
+}
+
 /// Free capacity of existing nodes and in-flight claims: cells at price 0.
 fn existing_cells(
     input: &SolveInput<'_>,
@@ -229,8 +239,7 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
             let Some(o) = it.cheapest_offering(&pool.requirements) else {
                 continue;
             };
-            let mut cap = it.allocatable.clone();
-            cap.sub(&overhead);
+            let cap = crate::capacity_after(&it.allocatable, &overhead);
             if cap.cpu < 0 || cap.memory < 0 || cap.pods <= 0 {
                 continue;
             }
@@ -265,7 +274,7 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
     let mut groups_by_cells: BTreeMap<Vec<usize>, Resources> = BTreeMap::new();
     for (pods, demand) in shapes.values() {
         let pod: &Pod = &input.pending[pods[0]];
-        let reqs = pod_requirements(pod);
+        let reqs = binding_requirements(pod);
         let mut allowed = Vec::new();
         for (pi, pool) in input.nodepools.iter().enumerate() {
             if !pod_allowed_in_pool(pool, pod) {
@@ -352,10 +361,10 @@ pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
     }
     let pool = &input.nodepools[0];
     let first = &input.pending[0];
-    let reqs = pod_requirements(first);
+    let reqs = binding_requirements(first);
     let same = input.pending.iter().all(|p| {
         pod_allowed_in_pool(pool, p)
-            && pod_requirements(p) == reqs
+            && binding_requirements(p) == reqs
             && pool.taints.iter().all(|t| {
                 untolerated(std::slice::from_ref(t), &p.tolerations, true).is_none()
                     == untolerated(std::slice::from_ref(t), &first.tolerations, true).is_none()
@@ -416,4 +425,26 @@ pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
     Ok(Some(
         crate::config::solve(&shapes, &types, Vec::new())?.bound,
     ))
+}
+
+/// The bound for a plan: over the pods it places (an unschedulable pod costs nothing), the
+/// larger of the aggregate bound and, where it applies, the configuration bound.
+pub fn plan_bound(input: &SolveInput<'_>, plan: &capstan_sched::Plan) -> Result<f64, PackError> {
+    let unschedulable: BTreeSet<usize> = plan.unschedulable.iter().map(|u| u.pod).collect();
+    let placed: Vec<Pod> = input
+        .pending
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !unschedulable.contains(i))
+        .map(|(_, p)| p.clone())
+        .collect();
+    let sub = SolveInput {
+        pending: &placed,
+        ..*input
+    };
+    let aggregate = lower_bound(&sub)?;
+    Ok(match config_bound(&sub)? {
+        Some(b) => aggregate.max(b),
+        None => aggregate,
+    })
 }

@@ -156,10 +156,17 @@ impl Surrogates {
 
 /// The order a search branches on shapes: most value per unit of the scarcest resource first;
 /// shapes worth nothing or not fitting at all are left out.
-pub(crate) fn branch_order(cap: &[i64], shapes: &[Shape], values: &[f64]) -> Vec<usize> {
+pub(crate) fn branch_order(
+    cap: &[i64],
+    shapes: &[Shape],
+    values: &[f64],
+    include_worthless: bool,
+) -> Vec<usize> {
     let dims = cap.len();
     let mut order: Vec<usize> = (0..shapes.len())
-        .filter(|&s| values[s] > 1e-12 && fits(cap, &vec![0; dims], &shapes[s].req, 1))
+        .filter(|&s| {
+            (include_worthless || values[s] > 1e-12) && fits(cap, &vec![0; dims], &shapes[s].req, 1)
+        })
         .collect();
     let size = |s: usize| -> f64 {
         (0..dims)
@@ -181,7 +188,7 @@ pub(crate) fn knapsack(
     threshold: f64,
 ) -> (f64, Vec<i64>, bool, f64) {
     let dims = cap.len();
-    let order = branch_order(cap, shapes, values);
+    let order = branch_order(cap, shapes, values, false);
     let surrogates = Surrogates::new(cap, shapes, values, &order);
     let bound = |from: usize, rem: &[i64]| surrogates.bound(from, rem);
     let mut best_value = 0.0;

@@ -36,7 +36,8 @@ fn enumerate(
     room: usize,
     out: &mut Vec<Vec<i64>>,
 ) -> bool {
-    let order = branch_order(cap, shapes, values);
+    // Shapes worth nothing at the LP prices still need covering: they come last.
+    let order = branch_order(cap, shapes, values, true);
     let sur = Surrogates::new(cap, shapes, values, &order);
     let mut used = vec![0i64; cap.len()];
     let mut counts = vec![0i64; shapes.len()];
@@ -248,8 +249,13 @@ pub(crate) fn solve(
     }
     let sol = match model.solve() {
         Ok(sol) => sol,
-        // No plan cheaper than the heuristic's exists: it is optimal.
-        Err(good_lp::ResolutionError::Infeasible) => return Ok((heuristic, 0.0)),
+        // No plan cheaper than the heuristic's exists: it is optimal — provided every shape
+        // appears in some column (shapes worth nothing at the LP prices are never enumerated).
+        Err(good_lp::ResolutionError::Infeasible)
+            if (0..shapes.len()).all(|s| columns.iter().any(|(_, c)| c[s] > 0)) =>
+        {
+            return Ok((heuristic, 0.0));
+        }
         // Out of time before finding anything better.
         Err(_) => return Ok((heuristic, gap_of(ub, lp.bound))),
     };

@@ -130,7 +130,9 @@ pub(crate) fn movable(input: &SolveInput<'_>) -> Vec<Option<Vec<String>>> {
         .pending
         .iter()
         .map(|p| {
-            if !p.host_ports.is_empty() {
+            // Host ports pin a pod to a node's ports; several required node-affinity terms mean
+            // sched may have used any of them.
+            if !p.host_ports.is_empty() || p.required_terms.len() > 1 {
                 return None;
             }
             let mut keys: BTreeSet<String> = BTreeSet::new();
@@ -182,6 +184,18 @@ pub(crate) struct Class {
     pub pods: Vec<usize>,
 }
 
+/// What pods may use of `allocatable` after daemonset overhead. A resource the type does not
+/// declare (ephemeral storage in most catalogs) stays undeclared, so it is not checked, as the
+/// scheduler does.
+pub(crate) fn capacity_after(allocatable: &Resources, overhead: &Resources) -> Resources {
+    let mut cap = allocatable.clone();
+    cap.sub(overhead);
+    if allocatable.ephemeral_storage == 0 {
+        cap.ephemeral_storage = 0;
+    }
+    cap
+}
+
 /// Candidate types for a pool narrowed by `reqs`.
 pub(crate) fn candidates(
     types: &[InstanceType],
@@ -194,8 +208,7 @@ pub(crate) fn candidates(
         .filter(|(_, t)| type_compatible(t, reqs))
         .filter_map(|(i, t)| {
             let o = t.cheapest_offering(reqs)?;
-            let mut cap = t.allocatable.clone();
-            cap.sub(overhead);
+            let cap = capacity_after(&t.allocatable, overhead);
             (cap.cpu >= 0 && cap.memory >= 0 && cap.pods > 0).then_some(Cand {
                 t: i,
                 price: o.price,
@@ -350,17 +363,14 @@ fn min_values_ok(input: &SolveInput<'_>, claims: &[NewClaim]) -> bool {
 
 /// Plans with the chosen strategy.
 pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, PackError> {
-    let aggregate = bound::lower_bound(&input)?;
-    let lower_bound = match bound::config_bound(&input)? {
-        Some(b) => aggregate.max(b),
-        None => aggregate,
-    };
     let order = if options.strategy == Strategy::KarpenterFfd {
         ClaimOrder::FewestPodsFirst
     } else {
         ClaimOrder::FirstFit
     };
     let base = solve(input, &SolveOptions { claim_order: order });
+    // The bound covers the pods a plan places (unschedulable pods cost nothing).
+    let lower_bound = bound::plan_bound(&input, &base)?;
     if options.strategy == Strategy::KarpenterFfd {
         let total_price = base.new_price();
         return Ok(PackResult {
@@ -373,54 +383,63 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
     }
     let movable = movable(&input);
     let classes = classes(&input, &base, &movable);
-    let moved: BTreeSet<usize> = classes
-        .iter()
-        .flat_map(|c| c.pods.iter().copied())
-        .collect();
-    let mut plan = base.clone();
-    // Claims keep their constrained pods; free pods leave to be re-packed.
-    plan.new_claims.retain_mut(|c| {
-        c.pods.retain(|p| !moved.contains(p));
-        !c.pods.is_empty()
-    });
-    shrink_claims(&input, &mut plan.new_claims);
+    // Re-pack each class; keep the result only if every pod of the class came back and the
+    // pool's minValues hold.
     let mut seq = 0;
-    let mut gap = None;
-    let mut worst_gap: f64 = 0.0;
+    let mut proven = options.strategy == Strategy::Optimal;
+    let mut repacked: Vec<NewClaim> = Vec::new();
+    let mut moved: BTreeSet<usize> = BTreeSet::new();
     for class in &classes {
         let nodes = match options.strategy {
             Strategy::Optimal => {
                 let heuristic = greedy::pack(&input, class)?;
                 let (nodes, g) =
                     exact::solve(&input, class, options.time_limit_seconds, heuristic)?;
-                worst_gap = worst_gap.max(g);
+                proven &= g <= 0.0;
                 nodes
             }
             _ => greedy::pack(&input, class)?,
         };
         let claims = claims_for(&input, class, &nodes, &mut seq);
-        if min_values_ok(&input, &claims) {
-            plan.new_claims.extend(claims);
+        let mut back: Vec<usize> = claims.iter().flat_map(|c| c.pods.iter().copied()).collect();
+        back.sort_unstable();
+        let mut given = class.pods.clone();
+        given.sort_unstable();
+        if back == given && min_values_ok(&input, &claims) {
+            moved.extend(given);
+            repacked.extend(claims);
         } else {
-            // The repacked nodes are too specific for the pool's minValues: keep sched's claims
-            // for these pods.
-            let mine: BTreeSet<usize> = class.pods.iter().copied().collect();
-            for c in &base.new_claims {
-                if c.pods.iter().all(|p| mine.contains(p)) {
-                    plan.new_claims.push(c.clone());
-                }
-            }
+            proven = false;
         }
     }
-    if options.strategy == Strategy::Optimal {
-        gap = Some(worst_gap);
-    }
+    let mut plan = base.clone();
+    // Claims keep the pods that were not re-packed.
+    plan.new_claims.retain_mut(|c| {
+        c.pods.retain(|p| !moved.contains(p));
+        !c.pods.is_empty()
+    });
+    // Claims sched made that still hold pods were not optimized by the exact solver.
+    proven &= plan.new_claims.is_empty();
+    shrink_claims(&input, &mut plan.new_claims);
+    plan.new_claims.extend(repacked);
     // Never worse than the plain first-fit plan it started from.
     if plan.new_price() > base.new_price() + 1e-9 {
         plan = base;
+        proven = false;
     }
+    let before_spot = plan.new_price();
     spot::diversify(&input, &mut plan, options.spot_max_pool_share);
     let total_price = plan.new_price();
+    proven &= (total_price - before_spot).abs() < 1e-9;
+    let gap = (options.strategy == Strategy::Optimal).then(|| {
+        if proven {
+            0.0
+        } else if total_price > 0.0 {
+            ((total_price - lower_bound) / total_price).max(0.0)
+        } else {
+            0.0
+        }
+    });
     Ok(PackResult {
         strategy: options.strategy,
         plan,
@@ -439,10 +458,12 @@ fn shrink_claims(input: &SolveInput<'_>, claims: &mut [NewClaim]) {
         let overhead = daemon_overhead(pool, &input.snapshot.daemonsets);
         let mut used = pods_requests(input.pending, &c.pods);
         used.add(&overhead);
+        // In a pool with limits, stay within the options sched chose under those limits.
         let keep: Vec<usize> = input
             .instance_types
             .iter()
             .enumerate()
+            .filter(|(i, _)| pool.limits.is_empty() || c.instance_types.contains(i))
             .filter(|(_, t)| used.fits_in(&t.allocatable) && type_compatible(t, &c.requirements))
             .map(|(i, _)| i)
             .collect();

@@ -453,3 +453,135 @@ mod properties {
             .unwrap();
     }
 }
+
+fn run_with(
+    pods: &[Pod],
+    types: &[InstanceType],
+    pools: &[NodePool],
+    daemonsets: &[Pod],
+    strategy: Strategy,
+) -> PackResult {
+    let snapshot = Snapshot {
+        daemonsets: daemonsets.to_vec(),
+        ..Default::default()
+    };
+    let input = SolveInput {
+        snapshot: &snapshot,
+        pending: pods,
+        nodepools: pools,
+        instance_types: types,
+    };
+    let r = pack(
+        input,
+        &PackOptions {
+            strategy,
+            time_limit_seconds: 2.0,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut seen = vec![0; pods.len()];
+    r.plan
+        .new_claims
+        .iter()
+        .for_each(|c| c.pods.iter().for_each(|&p| seen[p] += 1));
+    r.plan.unschedulable.iter().for_each(|u| seen[u.pod] += 1);
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "each pod exactly once: {seen:?}"
+    );
+    assert!(
+        r.total_price >= r.lower_bound - 1e-6,
+        "{} < bound {}",
+        r.total_price,
+        r.lower_bound
+    );
+    r
+}
+
+#[test]
+fn daemonsets_requesting_ephemeral_storage_do_not_lose_pods() {
+    let types = catalog(SMALL);
+    let mut ds = plain("ds", 100, 128);
+    ds.requests.ephemeral_storage = 1 << 30;
+    let pods: Vec<Pod> = (0..10).map(|i| plain(&format!("p{i}"), 500, 512)).collect();
+    let r = run_with(
+        &pods,
+        &types,
+        &[NodePool::default_pool()],
+        &[ds],
+        Strategy::Default,
+    );
+    assert!(r.plan.unschedulable.is_empty());
+    assert!(r.lower_bound > 0.0);
+}
+
+#[test]
+fn pods_with_several_required_terms_stay_where_sched_put_them() {
+    let types = catalog(SMALL);
+    let terms = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["no-such.type"]}]},
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}}});
+    let pods = vec![pod("odd", 500, 512, terms, json!({})), plain("p", 500, 512)];
+    for s in [Strategy::Default, Strategy::Optimal] {
+        let r = run_with(&pods, &types, &[NodePool::default_pool()], &[], s);
+        assert!(r.plan.unschedulable.is_empty());
+    }
+}
+
+#[test]
+fn a_bound_never_exceeds_a_plan_that_nodepool_limits_cut_short() {
+    let types = catalog(SMALL);
+    let obj: NodePoolObject = serde_json::from_value(
+        json!({"apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "small"},
+        "spec": {"template": {"spec": {}}, "limits": {"cpu": "4"}}}),
+    )
+    .unwrap();
+    let limited = NodePool::compile(&obj).unwrap();
+    let pods: Vec<Pod> = (0..10)
+        .map(|i| plain(&format!("p{i}"), 3000, 1024))
+        .collect();
+    for s in [Strategy::KarpenterFfd, Strategy::Default, Strategy::Optimal] {
+        let r = run_with(&pods, &types, std::slice::from_ref(&limited), &[], s);
+        assert!(
+            !r.plan.unschedulable.is_empty(),
+            "the limit leaves pods out"
+        );
+        let cpu: i64 = r
+            .plan
+            .new_claims
+            .iter()
+            .map(|c| types[c.offering.instance_type].capacity.cpu)
+            .sum();
+        assert!(cpu <= 4000, "limits hold: {cpu}m");
+    }
+}
+
+#[test]
+fn optimal_does_not_claim_a_proof_it_does_not_have() {
+    // Three 400m pods and one 100m pod on 1-CPU nodes: the 100m pod is worth nothing at the
+    // LP prices, so no enumerated pattern covers it; that must not pass for a proof.
+    let mut t = catalog(&["c7i.large"]);
+    t[0].allocatable.cpu = 1000;
+    t[0].capacity.cpu = 1000;
+    let mut pods: Vec<Pod> = (0..3).map(|i| plain(&format!("p{i}"), 400, 128)).collect();
+    pods.push(plain("small", 100, 128));
+    let r = run_with(
+        &pods,
+        &t,
+        &[NodePool::default_pool()],
+        &[],
+        Strategy::Optimal,
+    );
+    let price = t[0].offerings[0].price;
+    assert!(
+        (r.total_price - 2.0 * price).abs() < 1e-9,
+        "two nodes: {}",
+        r.total_price
+    );
+    assert_eq!(
+        r.gap,
+        Some(0.0),
+        "two nodes are optimal: 1.3 CPU never fits one node"
+    );
+}

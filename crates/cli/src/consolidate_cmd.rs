@@ -1,0 +1,169 @@
+//! `capstan consolidate`: what the disruption engine would do to a cluster snapshot now, and
+//! with `--until-stable`, round after round until nothing changes.
+
+use crate::input::{self, InputError};
+use capstan_disrupt::{Evaluation, Input, NodeInfo, Target, evaluate};
+use capstan_model::load::{Kind, load};
+use capstan_model::pdb::Pdb;
+use capstan_model::{Catalog, Node, NodePool, Pod, labels};
+use serde_json::{Value, json};
+
+pub struct Cluster {
+    pub nodes: Vec<NodeInfo>,
+    pub pods: Vec<Pod>,
+    pub pdbs: Vec<Pdb>,
+    pub daemonsets: Vec<Pod>,
+}
+
+/// Reads the snapshot (and extra PDB files).
+pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cluster, InputError> {
+    let text = input::read(cluster)?;
+    let objs = load(
+        cluster,
+        &text,
+        &[
+            Kind::Pod,
+            Kind::Node,
+            Kind::DaemonSet,
+            Kind::PodDisruptionBudget,
+            Kind::NodeClaim,
+        ],
+    )
+    .map_err(|e| InputError(e.to_string()))?;
+    for w in &objs.warnings {
+        tracing::warn!("{w}");
+    }
+    let mut pdbs = objs.pdbs;
+    for f in pdb_files {
+        let text = input::read(f)?;
+        let more =
+            load(f, &text, &[Kind::PodDisruptionBudget]).map_err(|e| InputError(e.to_string()))?;
+        for w in &more.warnings {
+            tracing::warn!("{w}");
+        }
+        pdbs.extend(more.pdbs);
+    }
+    let nodes = objs
+        .nodes
+        .into_iter()
+        .map(|n| NodeInfo::from_node(n, &catalog.instance_types))
+        .collect();
+    Ok(Cluster {
+        nodes,
+        pods: objs
+            .pods
+            .into_iter()
+            .filter(|p| p.node_name.is_some() && p.is_active())
+            .collect(),
+        pdbs,
+        daemonsets: objs.daemonsets,
+    })
+}
+
+fn round(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
+}
+
+/// The contract's JSON for one evaluation; replacements are named `replacement-K`, or
+/// `replacement-R-K` (`prefix` = `R-`) in `--until-stable` rounds.
+pub fn evaluation_json(e: &Evaluation, catalog: &Catalog, prefix: &str) -> Value {
+    let commands: Vec<Value> = e
+        .commands
+        .iter()
+        .map(|c| {
+            json!({
+                "reason": c.reason.as_str(),
+                "candidates": c.candidates,
+                "replacements": c.replacements.iter().map(|r| json!({
+                    "nodepool": r.nodepool,
+                    "instance_type": catalog.instance_types[r.instance_type].name,
+                    "capacity_type": r.capacity_type,
+                    "zone": r.zone,
+                    "price_usd_per_hour": round(r.price),
+                })).collect::<Vec<_>>(),
+                "moves": c.moves.iter().map(|m| json!({
+                    "pod": m.pod,
+                    "to": match &m.to { Target::Node(n) => n.clone(), Target::Replacement(k) => format!("replacement-{prefix}{k}") },
+                })).collect::<Vec<_>>(),
+                "savings_usd_per_hour": round(c.savings),
+                "drain": c.drain,
+            })
+        })
+        .collect();
+    json!({
+        "commands": commands,
+        "blocked": e.blocked.iter().map(|b| json!({"node": b.node, "reason": b.reason})).collect::<Vec<_>>(),
+        "before_usd_per_hour": round(e.before),
+        "after_usd_per_hour": round(e.after),
+    })
+}
+
+pub fn evaluate_now(c: &Cluster, pools: &[NodePool], catalog: &Catalog, now: f64) -> Evaluation {
+    evaluate(Input {
+        nodes: &c.nodes,
+        pods: &c.pods,
+        pdbs: &c.pdbs,
+        nodepools: pools,
+        instance_types: &catalog.instance_types,
+        daemonsets: &c.daemonsets,
+        now,
+    })
+}
+
+/// Carries out one round's commands on the snapshot: replacements become nodes named
+/// `replacement-R-K`, pods move, candidates go.
+pub fn apply(c: &mut Cluster, e: &Evaluation, catalog: &Catalog, round: usize, now: f64) {
+    for cmd in &e.commands {
+        let mut names = Vec::new();
+        for (k, r) in cmd.replacements.iter().enumerate() {
+            let t = &catalog.instance_types[r.instance_type];
+            let name = format!("replacement-{round}-{k}");
+            let mut l = t.labels.clone();
+            l.insert(labels::ZONE.into(), r.zone.clone());
+            l.insert(labels::CAPACITY_TYPE.into(), r.capacity_type.clone());
+            l.insert(labels::NODEPOOL.into(), r.nodepool.clone());
+            l.insert(labels::HOSTNAME.into(), name.clone());
+            let node = Node {
+                name: name.clone(),
+                labels: l,
+                allocatable: t.allocatable.clone(),
+                capacity: t.capacity.clone(),
+                ready: true,
+                ..Default::default()
+            };
+            let mut info = NodeInfo::from_node(node, &catalog.instance_types);
+            info.price = r.price;
+            info.created = Some(now);
+            c.nodes.push(info);
+            names.push(name);
+        }
+        for m in &cmd.moves {
+            let to = match &m.to {
+                Target::Node(n) => n.clone(),
+                Target::Replacement(k) => names[*k].clone(),
+            };
+            if let Some(p) = c.pods.iter_mut().find(|p| p.key() == m.pod) {
+                p.node_name = Some(to);
+            }
+        }
+        let gone: Vec<&String> = cmd.candidates.iter().collect();
+        c.nodes.retain(|n| !gone.contains(&&n.node.name));
+        c.pods
+            .retain(|p| p.node_name.as_ref().is_none_or(|n| !gone.contains(&n)));
+    }
+}
+
+/// Parses `--now`, or reads the clock (the only clock read: in the binary, not the engine).
+pub fn now(arg: Option<&str>) -> Result<f64, InputError> {
+    match arg {
+        Some(s) => capstan_disrupt::time::parse_rfc3339(s).ok_or_else(|| {
+            InputError(format!(
+                "--now: {s:?} is not an RFC 3339 time (e.g. 2026-11-30T09:15:00Z)"
+            ))
+        }),
+        None => Ok(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)),
+    }
+}

@@ -1,0 +1,148 @@
+use serde_json::{Value, json};
+use std::process::Command;
+
+fn catalog() -> String {
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../model/data/aws-instance-types-us-east-1.json"
+    )
+    .to_string()
+}
+
+fn node(name: &str, it: &str, cpu: &str, mem: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "creationTimestamp": "2026-11-29T00:00:00Z", "labels": {
+        "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "us-east-1a",
+        "node.kubernetes.io/instance-type": it, "karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": "on-demand",
+        "kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": cpu, "memory": mem, "pods": "58"}, "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+fn pod(name: &str, node: &str, cpu: &str, app: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+        "status": {"phase": "Running"}})
+}
+
+fn write(name: &str, v: &Value) -> String {
+    let dir = std::env::temp_dir().join(format!("capstan-cons-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, v.to_string()).unwrap();
+    p.to_string_lossy().to_string()
+}
+
+fn cluster() -> Value {
+    json!({"apiVersion": "v1", "kind": "List", "items": [
+        node("a", "m7i.2xlarge", "7910m", "29Gi"), node("b", "m7i.2xlarge", "7910m", "29Gi"), node("c", "m7i.2xlarge", "7910m", "29Gi"),
+        pod("web-1", "a", "1", "web"), pod("web-2", "b", "1", "web"), pod("db-1", "c", "1", "db"),
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db", "namespace": "default"},
+         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
+    ]})
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn consolidate_reports_commands_blocked_nodes_and_prices() {
+    let c = write("cluster.json", &cluster());
+    let np = write(
+        "np.json",
+        &json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {}}, "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m", "budgets": [{"nodes": "100%"}]}}}),
+    );
+    let out = run(&[
+        "consolidate",
+        "--cluster",
+        &c,
+        "--catalog",
+        &catalog(),
+        "--nodepool",
+        &np,
+        "--now",
+        "2026-11-30T09:15:00Z",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["blocked"][0]["node"], "c");
+    assert_eq!(
+        v["blocked"][0]["reason"],
+        "pdb default/db allows 0 disruptions"
+    );
+    let cmd = &v["commands"][0];
+    assert_eq!(cmd["reason"], "underutilized");
+    assert!(cmd["savings_usd_per_hour"].as_f64().unwrap() > 0.0);
+    assert!(v["after_usd_per_hour"].as_f64().unwrap() < v["before_usd_per_hour"].as_f64().unwrap());
+    for m in cmd["moves"].as_array().unwrap() {
+        let to = m["to"].as_str().unwrap();
+        assert!(to == "c" || to.starts_with("replacement-"), "{m}");
+    }
+}
+
+#[test]
+fn until_stable_prints_every_round_until_nothing_changes() {
+    let c = write("cluster2.json", &cluster());
+    let out = run(&[
+        "consolidate",
+        "--cluster",
+        &c,
+        "--catalog",
+        &catalog(),
+        "--now",
+        "2026-11-30T09:15:00Z",
+        "--until-stable",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rounds = v["rounds"].as_array().unwrap();
+    assert!(
+        rounds.len() >= 2,
+        "the default 10% budget takes one node a round: {v:#}"
+    );
+    assert!(
+        rounds.last().unwrap()["commands"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let first = rounds[0]["before_usd_per_hour"].as_f64().unwrap();
+    let last = rounds.last().unwrap()["after_usd_per_hour"]
+        .as_f64()
+        .unwrap();
+    assert!(last < first);
+}
+
+#[test]
+fn a_bad_now_exits_2() {
+    let c = write("cluster3.json", &cluster());
+    let out = run(&[
+        "consolidate",
+        "--cluster",
+        &c,
+        "--catalog",
+        &catalog(),
+        "--now",
+        "yesterday",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--now: \"yesterday\" is not an RFC 3339 time")
+    );
+}
