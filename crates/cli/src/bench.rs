@@ -238,3 +238,133 @@ mod tests {
         );
     }
 }
+
+/// A synthetic cluster for the disruption benchmark: `nodes` nodes of the built-in catalog's
+/// m7i family in three zones, about `pods_per_node` pods each (seeded sizes, some nodes light),
+/// one PDB per deployment.
+pub fn disruption_cluster(
+    nodes: usize,
+    pods_per_node: usize,
+    seed: u64,
+) -> (
+    Vec<capstan_disrupt::NodeInfo>,
+    Vec<Pod>,
+    Vec<capstan_model::pdb::Pdb>,
+    Vec<InstanceType>,
+) {
+    use capstan_model::{Catalog, Node};
+    let mut catalog = Catalog::builtin();
+    catalog.instance_types.retain(|t| {
+        t.name.starts_with("m7i.") || t.name.starts_with("c7i.") || t.name.starts_with("r7i.")
+    });
+    let types = catalog.instance_types;
+    let sizes = ["m7i.4xlarge", "m7i.8xlarge"];
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let now = 1_796_030_100.0;
+    let mut infos = Vec::with_capacity(nodes);
+    let mut pods = Vec::with_capacity(nodes * pods_per_node);
+    for i in 0..nodes {
+        let it = sizes[rng.random_range(0..sizes.len())];
+        let t = types.iter().find(|t| t.name == it).expect("catalog type");
+        let name = format!("node-{i:04}");
+        let mut labels = t.labels.clone();
+        labels.insert(capstan_model::labels::ZONE.into(), ZONES[i % 3].into());
+        labels.insert(
+            capstan_model::labels::CAPACITY_TYPE.into(),
+            "on-demand".into(),
+        );
+        labels.insert(capstan_model::labels::NODEPOOL.into(), "default".into());
+        labels.insert(capstan_model::labels::HOSTNAME.into(), name.clone());
+        let node = Node {
+            name: name.clone(),
+            labels,
+            allocatable: t.allocatable.clone(),
+            capacity: t.capacity.clone(),
+            ready: true,
+            ..Default::default()
+        };
+        let mut info = capstan_disrupt::NodeInfo::from_node(node, &types);
+        info.created = Some(now - 86_400.0);
+        infos.push(info);
+        // Fill to a random share of the node's CPU; some nodes end up light.
+        let fill = if rng.random_range(0..10) == 0 {
+            0.15
+        } else {
+            rng.random_range(0.5..0.95)
+        };
+        let mut used = 0i64;
+        let budget = (t.allocatable.cpu as f64 * fill) as i64;
+        let mut k = 0;
+        while k < pods_per_node * 2 {
+            let cpu = CPU_MILLI[rng.random_range(0..3)];
+            if used + cpu > budget || k >= pods_per_node {
+                break;
+            }
+            used += cpu;
+            let app = format!("app-{}", rng.random_range(0..50));
+            pods.push(Pod {
+                namespace: "default".into(),
+                name: format!("{name}-p{k}"),
+                labels: [("app".to_string(), app)].into_iter().collect(),
+                node_name: Some(name.clone()),
+                phase: PodPhase::Running,
+                requests: Resources {
+                    cpu,
+                    memory: MEMORY_MIB[rng.random_range(0..4)] * MIB,
+                    pods: 1,
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            k += 1;
+        }
+    }
+    let pdbs = (0..50)
+        .map(|a| capstan_model::pdb::Pdb {
+            namespace: "default".into(),
+            name: format!("app-{a}"),
+            selector: Some(LabelSelector::from_match_labels(
+                &[("app".to_string(), format!("app-{a}"))]
+                    .into_iter()
+                    .collect(),
+            )),
+            min_available: None,
+            max_unavailable: Some(capstan_model::pdb::IntOrPercent::Percent(20)),
+        })
+        .collect();
+    (infos, pods, pdbs, types)
+}
+
+/// One full evaluation of the disruption engine over the synthetic cluster.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DisruptionRow {
+    pub nodes: usize,
+    pub pods: usize,
+    pub seconds: f64,
+    pub commands: usize,
+    pub blocked: usize,
+    pub savings_usd_per_hour: f64,
+}
+
+pub fn run_disruption(nodes: usize, pods_per_node: usize, seed: u64) -> DisruptionRow {
+    let (infos, pods, pdbs, types) = disruption_cluster(nodes, pods_per_node, seed);
+    let pools = vec![NodePool::default_pool()];
+    let started = Instant::now();
+    let e = capstan_disrupt::evaluate(capstan_disrupt::Input {
+        nodes: &infos,
+        pods: &pods,
+        pdbs: &pdbs,
+        nodepools: &pools,
+        instance_types: &types,
+        daemonsets: &[],
+        now: 1_796_030_100.0,
+    });
+    DisruptionRow {
+        nodes,
+        pods: pods.len(),
+        seconds: started.elapsed().as_secs_f64(),
+        commands: e.commands.len(),
+        blocked: e.blocked.len(),
+        savings_usd_per_hour: e.before - e.after,
+    }
+}

@@ -125,6 +125,17 @@ enum BenchCommand {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// One full disruption evaluation of a synthetic cluster (N nodes, ~P pods each).
+    Disruption {
+        #[arg(long, default_value_t = 1000)]
+        nodes: usize,
+        #[arg(long = "pods-per-node", default_value_t = 30)]
+        pods_per_node: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Each packing strategy on each recorded pod set in DIR, against the lower bound.
     Packing {
         #[arg(long)]
@@ -633,6 +644,38 @@ fn main() -> ExitCode {
                 runs,
                 output,
             } => bench_scheduling(&pods, instance_types, seed, runs, output),
+            BenchCommand::Disruption {
+                nodes,
+                pods_per_node,
+                seed,
+                output,
+            } => {
+                let row = bench::run_disruption(nodes, pods_per_node, seed);
+                match output {
+                    Output::Json => emit(&format!(
+                        "{}\n",
+                        serde_json::to_string_pretty(&row).unwrap_or_default()
+                    )),
+                    Output::Table => emit(&table::render(
+                        &[
+                            "NODES",
+                            "PODS",
+                            "SECONDS",
+                            "COMMANDS",
+                            "BLOCKED",
+                            "SAVES $/H",
+                        ],
+                        &[vec![
+                            row.nodes.to_string(),
+                            row.pods.to_string(),
+                            format!("{:.4}", row.seconds),
+                            row.commands.to_string(),
+                            row.blocked.to_string(),
+                            format!("{:.4}", row.savings_usd_per_hour),
+                        ]],
+                    )),
+                }
+            }
             BenchCommand::Packing {
                 sets,
                 catalog,

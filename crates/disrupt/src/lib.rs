@@ -246,6 +246,10 @@ struct Engine<'a> {
     /// Remaining budget per (pool, reason).
     budget: BTreeMap<(usize, Reason), i64>,
     taken: BTreeSet<usize>,
+    /// Evictions each PDB allows now.
+    pdb_allowed: Vec<i64>,
+    /// Per pod: the PDBs that select it.
+    pdbs_of: Vec<Vec<usize>>,
 }
 
 impl<'a> Engine<'a> {
@@ -267,12 +271,25 @@ impl<'a> Engine<'a> {
                     .and_then(|p| input.nodepools.iter().position(|x| x.name == *p))
             })
             .collect();
+        let all: Vec<&Pod> = input.pods.iter().collect();
+        let pdb_allowed = input.pdbs.iter().map(|p| p.allowed(&all)).collect();
+        let pdbs_of = input
+            .pods
+            .iter()
+            .map(|pod| {
+                (0..input.pdbs.len())
+                    .filter(|&i| input.pdbs[i].selects(pod))
+                    .collect()
+            })
+            .collect();
         Engine {
             input,
             pods_on,
             pool_of,
             budget: BTreeMap::new(),
             taken: BTreeSet::new(),
+            pdb_allowed,
+            pdbs_of,
         }
     }
 
@@ -344,21 +361,22 @@ impl<'a> Engine<'a> {
 
     /// Whether PDBs allow evicting all these pods.
     fn pdb_block(&self, pods: &[usize]) -> Option<String> {
-        let all: Vec<&Pod> = self.input.pods.iter().collect();
-        for pdb in self.input.pdbs {
-            let evicting = pods
-                .iter()
-                .filter(|&&p| pdb.selects(&self.input.pods[p]))
-                .count() as i64;
-            if evicting == 0 {
-                continue;
-            }
-            let allowed = pdb.allowed(&all);
-            if evicting > allowed {
-                return Some(format!("pdb {} allows {allowed} disruptions", pdb.key()));
+        let mut evicting: BTreeMap<usize, i64> = BTreeMap::new();
+        for &p in pods {
+            for &i in &self.pdbs_of[p] {
+                *evicting.entry(i).or_default() += 1;
             }
         }
-        None
+        evicting
+            .into_iter()
+            .find(|&(i, n)| n > self.pdb_allowed[i])
+            .map(|(i, _)| {
+                format!(
+                    "pdb {} allows {} disruptions",
+                    self.input.pdbs[i].key(),
+                    self.pdb_allowed[i]
+                )
+            })
     }
 
     /// Simulates moving the pods of `candidates` onto the other nodes (and, when `launch`,
@@ -505,13 +523,7 @@ impl<'a> Engine<'a> {
     /// Eviction waves: lowest priority first; a wave never takes more of a PDB's pods than it
     /// allows (at least one, so a forceful drain still progresses).
     fn drain(&self, pods: &[usize]) -> Vec<Vec<String>> {
-        let all: Vec<&Pod> = self.input.pods.iter().collect();
-        let allowance: Vec<i64> = self
-            .input
-            .pdbs
-            .iter()
-            .map(|p| p.allowed(&all).max(1))
-            .collect();
+        let allowance: Vec<i64> = self.pdb_allowed.iter().map(|a| (*a).max(1)).collect();
         let mut order: Vec<usize> = pods.to_vec();
         order.sort_by(|&a, &b| {
             let (pa, pb) = (&self.input.pods[a], &self.input.pods[b]);
@@ -527,9 +539,7 @@ impl<'a> Engine<'a> {
             let mut rest = Vec::new();
             for p in left {
                 let pod = &self.input.pods[p];
-                let pdbs: Vec<usize> = (0..allowance.len())
-                    .filter(|&i| self.input.pdbs[i].selects(pod))
-                    .collect();
+                let pdbs = &self.pdbs_of[p];
                 if pdbs.iter().all(|&i| used[i] < allowance[i]) {
                     pdbs.iter().for_each(|&i| used[i] += 1);
                     wave.push(pod.key());

@@ -445,3 +445,173 @@ fn an_interruption_replaces_the_node_whatever_blocks_voluntary_moves() {
     assert_eq!(c.reason, Reason::Interrupted);
     assert_eq!(c.replacements.len(), 1);
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    /// Applies a command to the cluster and checks every node it leaves holds its pods.
+    fn check(
+        nodes: &[NodeInfo],
+        pods: &[Pod],
+        pdbs: &[Pdb],
+        pools: &[NodePool],
+        types: &[InstanceType],
+        r: &Evaluation,
+    ) {
+        assert!(r.after <= r.before + 1e-9, "the hourly price never goes up");
+        let mut per_pool_reason: BTreeMap<Reason, i64> = BTreeMap::new();
+        let mut evicted: Vec<&str> = Vec::new();
+        for c in &r.commands {
+            if c.reason != Reason::Expired {
+                assert!(c.savings >= -1e-9, "{c:?}");
+                *per_pool_reason.entry(c.reason).or_default() += c.candidates.len() as i64;
+            }
+            // Capacity after the moves.
+            let mut used: BTreeMap<String, Resources> = BTreeMap::new();
+            for p in pods {
+                if let Some(n) = &p.node_name {
+                    if !c.candidates.contains(n) {
+                        used.entry(n.clone()).or_default().add(&p.requests);
+                    }
+                }
+            }
+            let mut on_replacement: Vec<Resources> =
+                vec![Resources::default(); c.replacements.len()];
+            for m in &c.moves {
+                let p = pods.iter().find(|p| p.key() == m.pod).unwrap();
+                match &m.to {
+                    Target::Node(n) => {
+                        assert!(
+                            !c.candidates.contains(n),
+                            "no pod moves onto a node that goes"
+                        );
+                        used.entry(n.clone()).or_default().add(&p.requests);
+                    }
+                    Target::Replacement(k) => on_replacement[*k].add(&p.requests),
+                }
+                if c.reason != Reason::Expired {
+                    evicted.push(&p.name);
+                }
+            }
+            for n in nodes {
+                if let Some(u) = used.get(&n.node.name) {
+                    assert!(
+                        u.fits_in(&n.node.allocatable),
+                        "{} over allocatable after {c:?}",
+                        n.node.name
+                    );
+                }
+            }
+            for (k, u) in on_replacement.iter().enumerate() {
+                assert!(u.fits_in(&types[c.replacements[k].instance_type].allocatable));
+            }
+            let moved: usize = c
+                .candidates
+                .iter()
+                .map(|n| {
+                    pods.iter()
+                        .filter(|p| p.node_name.as_deref() == Some(n))
+                        .count()
+                })
+                .sum();
+            assert_eq!(c.moves.len(), moved, "every pod of the candidates moves");
+        }
+        // Budgets: the pool's budget for each reason, less disrupting nodes.
+        let total = nodes.len() as i64;
+        let disrupting = nodes.iter().filter(|n| n.disrupting()).count() as i64;
+        for (reason, n) in per_pool_reason {
+            let allowed = budget_allows(&pools[0].budgets, reason.budget_name(), total, NOW);
+            if allowed != i64::MAX {
+                assert!(
+                    n <= (allowed - disrupting).max(0),
+                    "{reason:?}: {n} over budget {allowed}"
+                );
+            }
+        }
+        // PDBs: voluntary evictions within each PDB's allowance.
+        let all: Vec<&Pod> = pods.iter().collect();
+        for pdb in pdbs {
+            let n = evicted
+                .iter()
+                .filter(|name| pods.iter().any(|p| p.name == **name && pdb.selects(p)))
+                .count() as i64;
+            assert!(n <= pdb.allowed(&all), "pdb {} exceeded", pdb.key());
+        }
+    }
+
+    #[test]
+    fn commands_keep_the_cluster_feasible_within_budgets_and_pdbs_and_never_raise_the_price() {
+        let t = types();
+        let sizes = [
+            "m7i.large",
+            "m7i.xlarge",
+            "m7i.2xlarge",
+            "m7i.4xlarge",
+            "c7i.large",
+            "c7i.xlarge",
+        ];
+        let mut runner = TestRunner::new_with_rng(
+            Config {
+                cases: 48,
+                failure_persistence: None,
+                ..Config::default()
+            },
+            TestRng::from_seed(RngAlgorithm::ChaCha, &[5; 32]),
+        );
+        let case = (
+            prop::collection::vec((0usize..6, 0u8..8, 1.0f64..2000.0), 1..12),
+            prop::collection::vec((0usize..12, 100i64..3000, 0u8..3), 0..40),
+            0u8..4,
+        );
+        let seen = std::cell::RefCell::new(Vec::new());
+        runner
+            .run(&case, |(node_specs, pod_specs, budget)| {
+                let nodes: Vec<NodeInfo> = node_specs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(s, state, age))| {
+                        let mut n = node(&format!("n{i}"), sizes[s], age, &t);
+                        if state == 0 {
+                            n.node.ready = false;
+                        }
+                        n
+                    })
+                    .collect();
+                let mut used: BTreeMap<usize, i64> = BTreeMap::new();
+                let mut pods = Vec::new();
+                for (k, &(n, cpu, app)) in pod_specs.iter().enumerate() {
+                    let n = n % nodes.len();
+                    let cap = nodes[n].node.allocatable.cpu;
+                    if used.get(&n).copied().unwrap_or(0) + cpu > cap {
+                        continue;
+                    }
+                    *used.entry(n).or_default() += cpu;
+                    let mut p = pod(&format!("p{k}"), &nodes[n].node.name, cpu, 256);
+                    p.labels.insert("app".into(), format!("a{app}"));
+                    pods.push(p);
+                }
+                let pdbs = vec![Pdb {
+                    namespace: "default".into(),
+                    name: "a0".into(),
+                    selector: Some(LabelSelector::from_match_labels(&[("app".to_string(), "a0".to_string())].into_iter().collect())),
+                    min_available: None,
+                    max_unavailable: Some(IntOrPercent::Int(1)),
+                }];
+                let b = ["10%", "2", "50%", "100%"][budget as usize];
+                let p = pool(json!({"disruption": {"consolidateAfter": "30m", "budgets": [{"nodes": b}]}, "template": {"spec": {"expireAfter": "720h"}}}));
+                let pools = [p];
+                let r = eval(&nodes, &pods, &pdbs, &pools, &t);
+                check(&nodes, &pods, &pdbs, &pools, &t, &r);
+                seen.borrow_mut().extend(r.commands.iter().map(|c| c.reason));
+                Ok(())
+            })
+            .unwrap();
+        // The cases exercise every voluntary method and expiry.
+        let seen = seen.into_inner();
+        for r in [Reason::Empty, Reason::Underutilized, Reason::Expired] {
+            assert!(seen.contains(&r), "no {r:?} command in any case: {seen:?}");
+        }
+    }
+}
