@@ -87,6 +87,7 @@ pub fn evaluation_json(e: &Evaluation, catalog: &Catalog, prefix: &str) -> Value
                 })).collect::<Vec<_>>(),
                 "savings_usd_per_hour": round(c.savings),
                 "drain": c.drain,
+                "drain_seconds": c.drain_seconds,
             })
         })
         .collect();

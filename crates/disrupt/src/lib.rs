@@ -17,6 +17,7 @@
 //! `do-not-disrupt`. Every command's moves were simulated with the scheduling core, so they are
 //! feasible under every predicate. Pure: `now` is a parameter.
 
+pub mod heap;
 pub mod time;
 
 use capstan_model::labels::{self, CAPACITY_SPOT, DO_NOT_DISRUPT};
@@ -183,6 +184,9 @@ pub struct Command {
     pub savings: f64,
     /// Evictions in waves: lowest priority first, each wave within every PDB's allowance.
     pub drain: Vec<Vec<String>>,
+    /// How long the drain takes at most: each wave waits for its pods' grace periods, capped
+    /// by the NodePool's terminationGracePeriod.
+    pub drain_seconds: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -507,6 +511,14 @@ impl<'a> Engine<'a> {
             .iter()
             .flat_map(|&c| self.movable_pods(c))
             .collect();
+        let drain = self.drain(&movable);
+        let cap = candidates
+            .iter()
+            .filter_map(|&c| self.pool_of[c])
+            .filter_map(|p| input.nodepools[p].termination_grace_period_seconds)
+            .min()
+            .map(|s| s as f64);
+        let drain_seconds = self.drain_seconds(&drain, cap);
         Some(Command {
             reason,
             candidates: candidates
@@ -516,7 +528,8 @@ impl<'a> Engine<'a> {
             replacements,
             moves,
             savings: before - after,
-            drain: self.drain(&movable),
+            drain,
+            drain_seconds,
         })
     }
 
@@ -551,6 +564,31 @@ impl<'a> Engine<'a> {
             left = rest;
         }
         waves
+    }
+
+    /// Σ over waves of the longest grace period in the wave (Kubernetes' default 30 s), all of
+    /// it capped by `cap` (the NodePool's terminationGracePeriod: past it, pods are deleted).
+    fn drain_seconds(&self, waves: &[Vec<String>], cap: Option<f64>) -> f64 {
+        let grace: BTreeMap<String, f64> = self
+            .input
+            .pods
+            .iter()
+            .map(|p| {
+                (
+                    p.key(),
+                    p.termination_grace_seconds.unwrap_or(30).max(0) as f64,
+                )
+            })
+            .collect();
+        let total: f64 = waves
+            .iter()
+            .map(|w| {
+                w.iter()
+                    .map(|k| grace.get(k).copied().unwrap_or(30.0))
+                    .fold(0.0, f64::max)
+            })
+            .sum();
+        cap.map_or(total, |c| total.min(c))
     }
 
     fn age(&self, node: usize) -> Option<f64> {
@@ -690,7 +728,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             .map(|&p| 1.0 + (input.pods[p].priority.max(0) as f64 / 1e6).min(10.0))
             .sum::<f64>()
     };
-    candidates.sort_by(|&a, &b| {
+    candidates = heap::ordered(candidates, |&a, &b| {
         cost(a)
             .total_cmp(&cost(b))
             .then(input.nodes[b].price.total_cmp(&input.nodes[a].price))
@@ -790,13 +828,49 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
 }
 
 /// The command for a spot interruption warning: replace the node and drain it before the
-/// reclaim time. Budgets, PDB waits and do-not-disrupt do not stop it (the node goes anyway).
-pub fn interruption(input: Input<'_>, node: &str) -> Option<Command> {
+/// reclaim time, `seconds_left` from now. Budgets, PDB waits and do-not-disrupt do not stop it
+/// (the node goes anyway); when waves would outlast the deadline, every pod is evicted at once.
+pub fn interruption(input: Input<'_>, node: &str, seconds_left: f64) -> Option<Command> {
     let e = Engine::new(input);
     let i = input.nodes.iter().position(|n| n.node.name == node)?;
     let mut c = e.command(Reason::Interrupted, &[i], true, false)?;
     c.savings = c.savings.max(0.0);
+    if c.drain_seconds > seconds_left && c.drain.len() > 1 {
+        c.drain = vec![c.drain.concat()];
+        c.drain_seconds = e.drain_seconds(&c.drain, Some(seconds_left));
+    }
+    c.drain_seconds = c.drain_seconds.min(seconds_left);
     Some(c)
+}
+
+/// A rebalance recommendation (elevated interruption risk) for a spot node: in NodePools that
+/// opt in (annotation `capstan.dev/spot-rebalance: "true"`), a voluntary replacement within
+/// budgets, PDBs and do-not-disrupt; elsewhere nothing.
+pub fn rebalance(input: Input<'_>, node: &str) -> Result<Option<Command>, Blocked> {
+    let mut e = Engine::new(input);
+    let Some(i) = input.nodes.iter().position(|n| n.node.name == node) else {
+        return Ok(None);
+    };
+    let Some(p) = e.pool_of[i] else {
+        return Ok(None);
+    };
+    if !input.nodepools[p].spot_rebalance {
+        return Ok(None);
+    }
+    let blocked = |reason: String| Blocked {
+        node: node.to_string(),
+        reason,
+    };
+    if let Some(why) = e.voluntary_block(i) {
+        return Err(blocked(why));
+    }
+    if e.remaining_budget(p, Reason::Drifted) <= 0 {
+        return Err(blocked(format!(
+            "budget for nodepool {} allows 0 Drifted disruptions now",
+            input.nodepools[p].name
+        )));
+    }
+    Ok(e.command(Reason::Drifted, &[i], true, false))
 }
 
 #[cfg(test)]

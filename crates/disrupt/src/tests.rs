@@ -440,9 +440,82 @@ fn an_interruption_replaces_the_node_whatever_blocks_voluntary_moves() {
             now: NOW,
         },
         "spot-1",
+        120.0,
     )
     .unwrap();
     assert_eq!(c.reason, Reason::Interrupted);
+    assert_eq!(c.replacements.len(), 1);
+    assert!(c.drain_seconds <= 120.0);
+}
+
+#[test]
+fn an_interruption_evicts_everything_at_once_when_waves_would_miss_the_deadline() {
+    let t = types();
+    let nodes = [node("spot-1", "m7i.4xlarge", 1.0, &t)];
+    let pods: Vec<Pod> = (0..6)
+        .map(|i| {
+            let mut p = pod(&format!("w{i}"), "spot-1", 500, 512);
+            p.termination_grace_seconds = Some(90);
+            p
+        })
+        .collect();
+    let pdb = Pdb {
+        namespace: "default".into(),
+        name: "web".into(),
+        selector: Some(LabelSelector::from_match_labels(
+            &[("app".to_string(), "web".to_string())]
+                .into_iter()
+                .collect(),
+        )),
+        min_available: None,
+        max_unavailable: Some(IntOrPercent::Int(2)),
+    };
+    let input = Input {
+        nodes: &nodes,
+        pods: &pods,
+        pdbs: std::slice::from_ref(&pdb),
+        nodepools: &[pool(json!({}))],
+        instance_types: &t,
+        daemonsets: &[],
+        now: NOW,
+    };
+    let c = interruption(input, "spot-1", 120.0).unwrap();
+    assert_eq!(
+        c.drain.len(),
+        1,
+        "three 90-second waves would outlast the two minutes"
+    );
+    assert_eq!(c.drain[0].len(), 6);
+    assert!(c.drain_seconds <= 120.0);
+}
+
+#[test]
+fn rebalance_recommendations_replace_spot_nodes_only_where_the_nodepool_opts_in() {
+    let t = types();
+    let nodes = [node("s", "m7i.xlarge", 1.0, &t)];
+    let pods = [pod("p", "s", 1000, 1024)];
+    let input = |pools: &[NodePool]| {
+        rebalance(
+            Input {
+                nodes: &nodes,
+                pods: &pods,
+                pdbs: &[],
+                nodepools: pools,
+                instance_types: &t,
+                daemonsets: &[],
+                now: NOW,
+            },
+            "s",
+        )
+    };
+    assert_eq!(input(&[pool(json!({}))]), Ok(None));
+    let obj: NodePoolObject =
+        serde_json::from_value(json!({"apiVersion": "capstan.dev/v1", "kind": "NodePool",
+        "metadata": {"name": "default", "annotations": {"capstan.dev/spot-rebalance": "true"}},
+        "spec": {"template": {"spec": {}}, "disruption": {"budgets": [{"nodes": "100%"}]}}}))
+        .unwrap();
+    let opted = NodePool::compile(&obj).unwrap();
+    let c = input(&[opted]).unwrap().expect("a replacement");
     assert_eq!(c.replacements.len(), 1);
 }
 

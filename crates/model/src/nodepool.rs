@@ -200,6 +200,9 @@ pub struct NodePool {
     /// `None` = Never.
     pub consolidate_after_seconds: Option<u64>,
     pub budgets: Vec<Budget>,
+    /// Replace spot nodes on a rebalance recommendation (annotation
+    /// `capstan.dev/spot-rebalance: "true"`).
+    pub spot_rebalance: bool,
     pub spec: NodePoolSpec,
 }
 
@@ -474,6 +477,11 @@ impl NodePool {
             consolidation_policy,
             consolidate_after_seconds,
             budgets,
+            spot_rebalance: obj
+                .metadata
+                .annotations
+                .get("capstan.dev/spot-rebalance")
+                .is_some_and(|v| v == "true"),
             spec: spec.clone(),
         })
     }
