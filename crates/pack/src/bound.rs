@@ -376,30 +376,13 @@ pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
     let overhead = daemon_overhead(pool, &snap.daemonsets);
     let narrowed = pool.requirements.intersect(&reqs);
     let cands = crate::candidates(input.instance_types, &narrowed, &overhead);
-    let mut dims: Vec<String> = vec![CPU.into(), MEMORY.into(), PODS.into()];
-    let mut by_req: BTreeMap<Vec<(String, i64)>, i64> = BTreeMap::new();
-    for p in input.pending {
-        for k in p.requests.extended.keys() {
-            if !dims.contains(k) {
-                dims.push(k.clone());
-            }
-        }
-        *by_req
-            .entry(p.requests.iter().map(|(k, v)| (k.to_string(), v)).collect())
-            .or_default() += 1;
-    }
+    let (dims, groups, _) = crate::shape_groups(input.pending, 0..input.pending.len());
     let vec_of = |r: &Resources| dims.iter().map(|d| r.get(d)).collect::<Vec<i64>>();
-    let shapes: Vec<crate::config::Shape> = by_req
+    let shapes: Vec<crate::config::Shape> = groups
         .iter()
-        .map(|(k, n)| {
-            let mut r = Resources::new();
-            for (name, v) in k {
-                r.set(name, *v);
-            }
-            crate::config::Shape {
-                req: vec_of(&r),
-                n: *n,
-            }
+        .map(|ids| crate::config::Shape {
+            req: vec_of(&input.pending[ids[0]].requests),
+            n: ids.len() as i64,
         })
         .collect();
     let nd = crate::greedy::nondominated(&cands, &dims);

@@ -14,15 +14,13 @@
 
 use crate::config::{self, NodeType, Shape, Surrogates, branch_order};
 use crate::greedy::{improve, nondominated};
-use crate::{Class, PackError, PackedNode};
-use capstan_model::resources::{CPU, MEMORY, PODS};
+use crate::{Class, PackError, PackedNode, shape_groups};
 use capstan_sched::SolveInput;
 use good_lp::microlp as mip_solver;
 use good_lp::{
     Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, Variable, WithTimeLimit,
     constraint, variable,
 };
-use std::collections::BTreeMap;
 
 const MAX_PATTERNS: usize = 100_000;
 
@@ -134,21 +132,7 @@ pub(crate) fn solve(
 ) -> Result<(Vec<PackedNode>, f64), PackError> {
     let pods = input.pending;
     let ub: f64 = heuristic.iter().map(|n| class.cands[n.cand].price).sum();
-    let mut dims: Vec<String> = vec![CPU.into(), MEMORY.into(), PODS.into()];
-    let mut by_req: BTreeMap<Vec<(String, i64)>, Vec<usize>> = BTreeMap::new();
-    for &p in &class.pods {
-        let r = &pods[p].requests;
-        for k in r.extended.keys() {
-            if !dims.contains(k) {
-                dims.push(k.clone());
-            }
-        }
-        by_req
-            .entry(r.iter().map(|(k, v)| (k.to_string(), v)).collect())
-            .or_default()
-            .push(p);
-    }
-    let groups: Vec<Vec<usize>> = by_req.into_values().collect();
+    let (dims, groups, _) = shape_groups(pods, class.pods.iter().copied());
     let shapes: Vec<Shape> = groups
         .iter()
         .map(|ids| Shape {

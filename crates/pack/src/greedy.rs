@@ -9,11 +9,9 @@
 
 use crate::bound::{dual_prices, scale};
 use crate::config;
-use crate::{Cand, Class, PackError, PackedNode, cheapest_holding, pods_requests};
+use crate::{Cand, Class, PackError, PackedNode, cheapest_holding, pods_requests, shape_groups};
 use capstan_model::Resources;
-use capstan_model::resources::{CPU, MEMORY, PODS};
 use capstan_sched::SolveInput;
-use std::collections::BTreeMap;
 
 /// Indices of candidates no other candidate beats (cheaper or equal with at least as much of
 /// every resource).
@@ -58,28 +56,12 @@ fn fit_count(cap: &[i64], used: &[i64], req: &[i64]) -> i64 {
 
 pub(crate) fn pack(input: &SolveInput<'_>, class: &Class) -> Result<Vec<PackedNode>, PackError> {
     let pods = input.pending;
-    let mut dims: Vec<String> = vec![CPU.into(), MEMORY.into(), PODS.into()];
-    let mut by_req: BTreeMap<Vec<(String, i64)>, Vec<usize>> = BTreeMap::new();
-    let mut demand = Resources::new();
-    for &p in &class.pods {
-        let r = &pods[p].requests;
-        demand.add(r);
-        for k in r.extended.keys() {
-            if !dims.contains(k) {
-                dims.push(k.clone());
-            }
-        }
-        by_req
-            .entry(r.iter().map(|(k, v)| (k.to_string(), v)).collect())
-            .or_default()
-            .push(p);
-    }
+    let (dims, groups, demand) = shape_groups(pods, class.pods.iter().copied());
     let nd = nondominated(&class.cands, &dims);
     if nd.is_empty() || class.pods.is_empty() {
         return Ok(Vec::new());
     }
     let nd_cands: Vec<Cand> = nd.iter().map(|&i| class.cands[i].clone()).collect();
-    let groups: Vec<Vec<usize>> = by_req.into_values().collect();
     let cfg_shapes: Vec<config::Shape> = groups
         .iter()
         .map(|ids| config::Shape {

@@ -285,6 +285,32 @@ pub(crate) struct PackedNode {
     pub pods: Vec<usize>,
 }
 
+/// Pods grouped by equal requests: the resource dimensions in play (cpu, memory, pods, then
+/// every extended resource requested), the groups (pod indices), and the total demand.
+pub(crate) fn shape_groups(
+    pods: &[Pod],
+    ids: impl IntoIterator<Item = usize>,
+) -> (Vec<String>, Vec<Vec<usize>>, Resources) {
+    use capstan_model::resources::{CPU, MEMORY, PODS};
+    let mut dims: Vec<String> = vec![CPU.into(), MEMORY.into(), PODS.into()];
+    let mut by_req: BTreeMap<Vec<(String, i64)>, Vec<usize>> = BTreeMap::new();
+    let mut demand = Resources::new();
+    for p in ids {
+        let r = &pods[p].requests;
+        demand.add(r);
+        for k in r.extended.keys() {
+            if !dims.contains(k) {
+                dims.push(k.clone());
+            }
+        }
+        by_req
+            .entry(r.iter().map(|(k, v)| (k.to_string(), v)).collect())
+            .or_default()
+            .push(p);
+    }
+    (dims, by_req.into_values().collect(), demand)
+}
+
 pub(crate) fn pods_requests(pods: &[Pod], ids: &[usize]) -> Resources {
     let mut r = Resources::new();
     for &p in ids {
