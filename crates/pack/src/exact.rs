@@ -128,7 +128,7 @@ enum Search {
     /// No cover cheaper than the bound it started with exists.
     Proven,
     /// A cheaper cover (columns, possibly repeated), and whether it is proven the cheapest.
-    Better(Vec<usize>, f64, bool),
+    Better(Vec<usize>, bool),
     /// Ran out of nodes.
     Incomplete,
 }
@@ -144,7 +144,7 @@ fn search(
     duals: &[f64],
     ub: f64,
     node_limit: usize,
-) -> Search {
+) -> (Search, usize) {
     use std::collections::HashMap;
     let rc: Vec<f64> = columns
         .iter()
@@ -250,11 +250,12 @@ fn search(
     };
     let need: Vec<i64> = shapes.iter().map(|s| s.n).collect();
     let complete = rec(&mut st, &need, 0.0);
-    match st.best_path {
-        Some(path) => Search::Better(path, st.best, complete),
+    let outcome = match st.best_path {
+        Some(path) => Search::Better(path, complete),
         None if complete => Search::Proven,
         None => Search::Incomplete,
-    }
+    };
+    (outcome, st.nodes)
 }
 
 /// Solves a class exactly when it can: the nodes and the gap to the lower bound (0 = proven).
@@ -338,42 +339,50 @@ pub(crate) fn solve(
     let node_limit = (time_limit * 300_000.0).clamp(10_000.0, 50_000_000.0) as usize;
     let mut heuristic = heuristic;
     let mut ub = ub;
-    match search(&shapes, &columns, &prices, &lp.duals, ub, node_limit) {
-        Search::Proven => return Ok((heuristic, 0.0)),
-        Search::Better(path, cost, proven) => {
-            let mut next = vec![0usize; shapes.len()];
-            let mut nodes = Vec::new();
-            for k in path {
-                let (t, counts) = &columns[k];
-                let mut ids = Vec::new();
-                for (s, &c) in counts.iter().enumerate() {
-                    for _ in 0..c {
-                        if next[s] < groups[s].len() {
-                            ids.push(groups[s][next[s]]);
-                            next[s] += 1;
+    // Each better cover found tightens the bound the next search prunes with.
+    let mut budget = node_limit;
+    while budget > 1_000 {
+        let (outcome, used) = search(&shapes, &columns, &prices, &lp.duals, ub, budget);
+        budget = budget.saturating_sub(used);
+        match outcome {
+            Search::Proven => return Ok((heuristic, 0.0)),
+            Search::Incomplete => break,
+            Search::Better(path, proven) => {
+                let mut next = vec![0usize; shapes.len()];
+                let mut nodes = Vec::new();
+                for k in path {
+                    let (t, counts) = &columns[k];
+                    let mut ids = Vec::new();
+                    for (s, &c) in counts.iter().enumerate() {
+                        for _ in 0..c {
+                            if next[s] < groups[s].len() {
+                                ids.push(groups[s][next[s]]);
+                                next[s] += 1;
+                            }
                         }
                     }
+                    if !ids.is_empty() {
+                        nodes.push(PackedNode {
+                            cand: nd[*t],
+                            pods: ids,
+                        });
+                    }
                 }
-                if !ids.is_empty() {
-                    nodes.push(PackedNode {
-                        cand: nd[*t],
-                        pods: ids,
-                    });
+                if next.iter().zip(&groups).any(|(n, g)| *n < g.len()) {
+                    break;
                 }
-            }
-            if next.iter().zip(&groups).all(|(n, g)| *n == g.len()) {
                 improve(input, class, &mut nodes);
                 let price: f64 = nodes.iter().map(|n| class.cands[n.cand].price).sum();
                 if proven {
                     return Ok((nodes, 0.0));
                 }
-                if price < ub {
-                    heuristic = nodes;
-                    ub = price.min(cost);
+                if price >= ub - 1e-9 {
+                    break;
                 }
+                heuristic = nodes;
+                ub = price;
             }
         }
-        Search::Incomplete => {}
     }
     let mut vars = ProblemVariables::new();
     let z: Vec<Variable> = columns
