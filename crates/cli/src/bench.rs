@@ -267,22 +267,7 @@ pub fn disruption_cluster(
         let it = sizes[rng.random_range(0..sizes.len())];
         let t = types.iter().find(|t| t.name == it).expect("catalog type");
         let name = format!("node-{i:04}");
-        let mut labels = t.labels.clone();
-        labels.insert(capstan_model::labels::ZONE.into(), ZONES[i % 3].into());
-        labels.insert(
-            capstan_model::labels::CAPACITY_TYPE.into(),
-            "on-demand".into(),
-        );
-        labels.insert(capstan_model::labels::NODEPOOL.into(), "default".into());
-        labels.insert(capstan_model::labels::HOSTNAME.into(), name.clone());
-        let node = Node {
-            name: name.clone(),
-            labels,
-            allocatable: t.allocatable.clone(),
-            capacity: t.capacity.clone(),
-            ready: true,
-            ..Default::default()
-        };
+        let node = Node::for_instance_type(t, &name, ZONES[i % 3], "on-demand", "default");
         let mut info = capstan_disrupt::NodeInfo::from_node(node, &types);
         info.created = Some(now - 86_400.0);
         infos.push(info);

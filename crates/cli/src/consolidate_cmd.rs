@@ -5,7 +5,7 @@ use crate::input::{self, InputError};
 use capstan_disrupt::{Evaluation, Input, NodeInfo, Target, evaluate};
 use capstan_model::load::{Kind, load};
 use capstan_model::pdb::Pdb;
-use capstan_model::{Catalog, Node, NodePool, Pod, labels};
+use capstan_model::{Catalog, Node, NodePool, Pod};
 use serde_json::{Value, json};
 
 pub struct Cluster {
@@ -119,19 +119,7 @@ pub fn apply(c: &mut Cluster, e: &Evaluation, catalog: &Catalog, round: usize, n
         for (k, r) in cmd.replacements.iter().enumerate() {
             let t = &catalog.instance_types[r.instance_type];
             let name = format!("replacement-{round}-{k}");
-            let mut l = t.labels.clone();
-            l.insert(labels::ZONE.into(), r.zone.clone());
-            l.insert(labels::CAPACITY_TYPE.into(), r.capacity_type.clone());
-            l.insert(labels::NODEPOOL.into(), r.nodepool.clone());
-            l.insert(labels::HOSTNAME.into(), name.clone());
-            let node = Node {
-                name: name.clone(),
-                labels: l,
-                allocatable: t.allocatable.clone(),
-                capacity: t.capacity.clone(),
-                ready: true,
-                ..Default::default()
-            };
+            let node = Node::for_instance_type(t, &name, &r.zone, &r.capacity_type, &r.nodepool);
             let mut info = NodeInfo::from_node(node, &catalog.instance_types);
             info.price = r.price;
             info.created = Some(now);

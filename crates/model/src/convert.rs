@@ -35,6 +35,32 @@ pub struct Node {
     pub created: Option<String>,
 }
 
+impl Node {
+    /// The node an instance of `t` registers as: the type's labels plus zone, capacity type,
+    /// NodePool and hostname; ready, with the type's allocatable.
+    pub fn for_instance_type(
+        t: &crate::catalog::InstanceType,
+        name: &str,
+        zone: &str,
+        capacity_type: &str,
+        nodepool: &str,
+    ) -> Node {
+        let mut l = t.labels.clone();
+        l.insert(labels::ZONE.into(), zone.into());
+        l.insert(labels::CAPACITY_TYPE.into(), capacity_type.into());
+        l.insert(labels::NODEPOOL.into(), nodepool.into());
+        l.insert(labels::HOSTNAME.into(), name.into());
+        Node {
+            name: name.into(),
+            labels: l,
+            allocatable: t.allocatable.clone(),
+            capacity: t.capacity.clone(),
+            ready: true,
+            ..Default::default()
+        }
+    }
+}
+
 fn resource_list(
     map: &BTreeMap<String, K8sQuantity>,
     field: &str,

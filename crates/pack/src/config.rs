@@ -454,7 +454,15 @@ pub(crate) fn solve(
             }
         }
     }
-    let bound = if exact { obj } else { obj / ratio_ub.max(1.0) };
+    // Farley's bound needs every type's value-to-price ratio; a free type has none.
+    let any_free = types.iter().any(|t| t.price <= 0.0);
+    let bound = if exact {
+        obj
+    } else if any_free {
+        0.0
+    } else {
+        obj / ratio_ub.max(1.0)
+    };
     let z = primal(shapes, types, &columns)?;
     Ok(ConfigLp {
         bound,
