@@ -332,16 +332,23 @@ pub(crate) fn solve(
     }
     let columns = kept;
     // First a combinatorial search (fast when few covers come close to the bound).
-    let prices: Vec<f64> = columns.iter().map(|(t, _)| types[*t].price).collect();
+    let mut columns = columns;
     // A node budget stands in for time in this pure crate (about 300,000 nodes per second of
     // limit, measured on the 2-core machines here: the search can overrun the limit by a
     // fifth); the integer program, which honours the limit itself, gets a quarter of it.
     let node_limit = (time_limit * 300_000.0).clamp(10_000.0, 50_000_000.0) as usize;
     let mut heuristic = heuristic;
     let mut ub = ub;
-    // Each better cover found tightens the bound the next search prunes with.
+    // Each better cover found tightens the bound the next search prunes with, and drops the
+    // columns whose reduced cost no longer fits under it.
     let mut budget = node_limit;
     while budget > 1_000 {
+        let slack = ub - lp.bound;
+        columns.retain(|(t, c)| {
+            let value: f64 = c.iter().zip(&lp.duals).map(|(k, d)| *k as f64 * d).sum();
+            types[*t].price - value <= slack + 1e-9
+        });
+        let prices: Vec<f64> = columns.iter().map(|(t, _)| types[*t].price).collect();
         let (outcome, used) = search(&shapes, &columns, &prices, &lp.duals, ub, budget);
         budget = budget.saturating_sub(used);
         match outcome {
