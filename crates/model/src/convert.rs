@@ -406,61 +406,48 @@ pub fn pod_spec(
                 });
             }
         }
-        if let Some(pa) = &aff.pod_affinity {
-            for (i, t) in pa
-                .required_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
+        let pod_terms = |required: &Option<Vec<core::PodAffinityTerm>>,
+                         preferred: &Option<Vec<core::WeightedPodAffinityTerm>>,
+                         kind: &str,
+                         warnings: &mut Vec<String>|
+         -> Result<
+            (Vec<PodAffinityTerm>, Vec<Weighted<PodAffinityTerm>>),
+            FieldError,
+        > {
+            let mut req = Vec::new();
+            for (i, t) in required.iter().flatten().enumerate() {
                 let f = format!(
-                    "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+                    "spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
                 );
-                out.affinity
-                    .push(affinity_term(t, namespace, labels, &f, warnings)?);
+                req.push(affinity_term(t, namespace, labels, &f, warnings)?);
             }
-            for (i, t) in pa
-                .preferred_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
+            let mut pref = Vec::new();
+            for (i, t) in preferred.iter().flatten().enumerate() {
                 let f = format!(
-                    "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
+                    "spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
                 );
-                out.preferred_affinity.push(Weighted {
+                pref.push(Weighted {
                     weight: t.weight,
                     term: affinity_term(&t.pod_affinity_term, namespace, labels, &f, warnings)?,
                 });
             }
+            Ok((req, pref))
+        };
+        if let Some(pa) = &aff.pod_affinity {
+            (out.affinity, out.preferred_affinity) = pod_terms(
+                &pa.required_during_scheduling_ignored_during_execution,
+                &pa.preferred_during_scheduling_ignored_during_execution,
+                "podAffinity",
+                warnings,
+            )?;
         }
         if let Some(pa) = &aff.pod_anti_affinity {
-            for (i, t) in pa
-                .required_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!(
-                    "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
-                );
-                out.anti_affinity
-                    .push(affinity_term(t, namespace, labels, &f, warnings)?);
-            }
-            for (i, t) in pa
-                .preferred_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!(
-                    "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
-                );
-                out.preferred_anti_affinity.push(Weighted {
-                    weight: t.weight,
-                    term: affinity_term(&t.pod_affinity_term, namespace, labels, &f, warnings)?,
-                });
-            }
+            (out.anti_affinity, out.preferred_anti_affinity) = pod_terms(
+                &pa.required_during_scheduling_ignored_during_execution,
+                &pa.preferred_during_scheduling_ignored_during_execution,
+                "podAntiAffinity",
+                warnings,
+            )?;
         }
     }
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
