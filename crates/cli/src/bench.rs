@@ -248,7 +248,7 @@ pub fn disruption_cluster(
     seed: u64,
 ) -> (
     Vec<capstan_disrupt::NodeInfo>,
-    Vec<Pod>,
+    Vec<std::sync::Arc<Pod>>,
     Vec<capstan_model::pdb::Pdb>,
     Vec<InstanceType>,
 ) {
@@ -287,7 +287,7 @@ pub fn disruption_cluster(
             }
             used += cpu;
             let app = format!("app-{}", rng.random_range(0..50));
-            pods.push(Pod {
+            pods.push(std::sync::Arc::new(Pod {
                 namespace: "default".into(),
                 name: format!("{name}-p{k}"),
                 labels: [("app".to_string(), app)].into_iter().collect(),
@@ -300,7 +300,7 @@ pub fn disruption_cluster(
                     ..Default::default()
                 },
                 ..Default::default()
-            });
+            }));
             k += 1;
         }
     }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 pub struct Cluster {
     pub nodes: Vec<NodeInfo>,
-    pub pods: Vec<Pod>,
+    pub pods: Vec<std::sync::Arc<Pod>>,
     pub pdbs: Vec<Pdb>,
     pub daemonsets: Vec<Pod>,
 }
@@ -54,6 +54,7 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
             .pods
             .into_iter()
             .filter(|p| p.node_name.is_some() && p.is_active())
+            .map(std::sync::Arc::new)
             .collect(),
         pdbs,
         daemonsets: objs.daemonsets,
@@ -132,7 +133,7 @@ pub fn apply(c: &mut Cluster, e: &Evaluation, catalog: &Catalog, round: usize, n
                 Target::Replacement(k) => names[*k].clone(),
             };
             if let Some(p) = c.pods.iter_mut().find(|p| p.key() == m.pod) {
-                p.node_name = Some(to);
+                std::sync::Arc::make_mut(p).node_name = Some(to);
             }
         }
         let gone: Vec<&String> = cmd.candidates.iter().collect();

@@ -95,7 +95,7 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<(Snapshot, Vec<Pod>
         if p.is_pending() {
             pending.push(p);
         } else if p.is_active() {
-            snap.pods.push(p);
+            snap.pods.push(std::sync::Arc::new(p));
         }
     }
     for nc in objs.nodeclaims {

@@ -27,6 +27,7 @@ use capstan_model::requirements::Undefined;
 use capstan_model::{InstanceType, Node, NodePool, Pod};
 use capstan_sched::{Plan, Snapshot, SolveInput, SolveOptions, solve};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Annotation holding the hash of the NodePool template a node was launched from.
 pub const NODEPOOL_HASH: &str = "capstan.dev/nodepool-hash";
@@ -110,7 +111,7 @@ impl NodeInfo {
 pub struct Input<'a> {
     pub nodes: &'a [NodeInfo],
     /// Pods bound to the nodes.
-    pub pods: &'a [Pod],
+    pub pods: &'a [Arc<Pod>],
     pub pdbs: &'a [Pdb],
     pub nodepools: &'a [NodePool],
     pub instance_types: &'a [InstanceType],
@@ -275,7 +276,7 @@ impl<'a> Engine<'a> {
                     .and_then(|p| input.nodepools.iter().position(|x| x.name == *p))
             })
             .collect();
-        let all: Vec<&Pod> = input.pods.iter().collect();
+        let all: Vec<&Pod> = input.pods.iter().map(|p| &**p).collect();
         let pdb_allowed = input.pdbs.iter().map(|p| p.allowed(&all)).collect();
         let pdbs_of = input
             .pods
@@ -412,7 +413,7 @@ impl<'a> Engine<'a> {
             .iter()
             .flat_map(|&c| self.movable_pods(c))
             .map(|p| {
-                let mut pod = input.pods[p].clone();
+                let mut pod = Pod::clone(&input.pods[p]);
                 pod.node_name = None;
                 pod.phase = capstan_model::pod::PodPhase::Pending;
                 pod

@@ -6,6 +6,7 @@ use capstan_model::pdb::IntOrPercent;
 use capstan_model::selector::LabelSelector;
 use capstan_model::{Catalog, Resources};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 const NOW: f64 = 1_796_030_100.0; // 2026-11-30T09:15:00Z, a Monday
 
@@ -82,9 +83,10 @@ fn eval(
     pools: &[NodePool],
     types: &[InstanceType],
 ) -> Evaluation {
+    let pods: Vec<Arc<Pod>> = pods.iter().cloned().map(Arc::new).collect();
     evaluate(Input {
         nodes,
-        pods,
+        pods: &pods,
         pdbs,
         nodepools: pools,
         instance_types: types,
@@ -432,7 +434,7 @@ fn an_interruption_replaces_the_node_whatever_blocks_voluntary_moves() {
     let c = interruption(
         Input {
             nodes: &nodes,
-            pods: &[p],
+            pods: &[Arc::new(p)],
             pdbs: &[],
             nodepools: &[pool(json!({}))],
             instance_types: &t,
@@ -470,6 +472,7 @@ fn an_interruption_evicts_everything_at_once_when_waves_would_miss_the_deadline(
         min_available: None,
         max_unavailable: Some(IntOrPercent::Int(2)),
     };
+    let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
     let input = Input {
         nodes: &nodes,
         pods: &pods,
@@ -493,7 +496,7 @@ fn an_interruption_evicts_everything_at_once_when_waves_would_miss_the_deadline(
 fn rebalance_recommendations_replace_spot_nodes_only_where_the_nodepool_opts_in() {
     let t = types();
     let nodes = [node("s", "m7i.xlarge", 1.0, &t)];
-    let pods = [pod("p", "s", 1000, 1024)];
+    let pods = [Arc::new(pod("p", "s", 1000, 1024))];
     let input = |pools: &[NodePool]| {
         rebalance(
             Input {

@@ -105,7 +105,11 @@ pub(crate) fn movable(input: &SolveInput<'_>) -> Vec<Option<Vec<String>>> {
         &capstan_model::selector::LabelSelector,
         &str,
     )> = Vec::new();
-    for p in input.pending.iter().chain(input.snapshot.pods.iter()) {
+    for p in input
+        .pending
+        .iter()
+        .chain(input.snapshot.pods.iter().map(|p| &**p))
+    {
         for sp in &p.spread {
             if let Some(sel) = &sp.selector {
                 terms.push((&ALL, sel, &sp.topology_key));

@@ -16,6 +16,7 @@ mod topology;
 
 use capstan_model::{InstanceType, Node, NodePool, Pod, Requirements, Resources, Taint};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub use solver::solve;
 
@@ -38,7 +39,8 @@ pub struct Snapshot {
     pub nodes: Vec<Node>,
     /// Pods bound to nodes (or to in-flight claims, by name). Pending pods here are ignored;
     /// pass them as `pending`.
-    pub pods: Vec<Pod>,
+    /// Shared, so a caller holding tens of thousands of pods builds a snapshot without copying them.
+    pub pods: Vec<Arc<Pod>>,
     pub inflight: Vec<InFlight>,
     /// DaemonSet pod templates: their requests are reserved on every new node they would run on.
     pub daemonsets: Vec<Pod>,

@@ -451,6 +451,7 @@ impl<'a> Solver<'a> {
                         .as_ref()
                         .is_some_and(|n| self.by_name.contains_key(n))
             })
+            .map(|p| &**p)
             .collect();
         let bound_anti: Vec<Vec<usize>> = bound
             .iter()
@@ -1126,7 +1127,11 @@ fn universe(
     _offerings: &OfferingIndex,
 ) -> BTreeMap<String, Vec<String>> {
     let mut keys: BTreeSet<String> = BTreeSet::new();
-    for p in input.pending.iter().chain(input.snapshot.pods.iter()) {
+    for p in input
+        .pending
+        .iter()
+        .chain(input.snapshot.pods.iter().map(|p| &**p))
+    {
         keys.extend(p.spread.iter().map(|s| s.topology_key.clone()));
         for t in p.affinity.iter().chain(&p.anti_affinity) {
             keys.insert(t.topology_key.clone());

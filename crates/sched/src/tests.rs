@@ -111,10 +111,10 @@ fn node(name: &str, zone: &str, cpu: i64, mem_gib: i64, extra: Value) -> capstan
     convert::node(&n).unwrap()
 }
 
-fn bound(mut p: Pod, node: &str) -> Pod {
+fn bound(mut p: Pod, node: &str) -> std::sync::Arc<Pod> {
     p.node_name = Some(node.to_string());
     p.phase = capstan_model::pod::PodPhase::Running;
-    p
+    std::sync::Arc::new(p)
 }
 
 struct World {
