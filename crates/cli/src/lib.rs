@@ -5,4 +5,5 @@ pub mod consolidate_cmd;
 pub mod hpa_cmd;
 pub mod input;
 pub mod plan_cmd;
+pub mod simulate_cmd;
 pub mod table;

@@ -17,6 +17,27 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Simulates a cluster — traffic, HPA, scheduler, capstan's controller, the fake cloud —
+    /// deterministically, and writes summary.json and report.html.
+    Simulate {
+        /// Scenario YAML (default: the built-in day-long scenario).
+        #[arg(long)]
+        scenario: Option<String>,
+        /// The seed (the first seed with --seeds).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Where summary.json and report.html go.
+        #[arg(long, default_value = "capstan-report")]
+        out: String,
+        /// Run this many seeds (seed, seed+1, …) and check the invariants after each; no report.
+        #[arg(long)]
+        seeds: Option<u64>,
+        /// Inject random faults drawn from each seed.
+        #[arg(long)]
+        faults: bool,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Plans new capacity for pending pods: which machines to buy, at what price.
     Plan {
         /// Pending pods (PodList / List / multi-document YAML); `-` for standard input.
@@ -506,6 +527,120 @@ fn bench_packing(
     }
 }
 
+fn simulate(
+    scenario: Option<&str>,
+    seed: u64,
+    out: &str,
+    seeds: Option<u64>,
+    faults: bool,
+    output: Output,
+) -> Result<()> {
+    use capstan_cli::simulate_cmd as sc;
+    use indicatif::{ProgressBar, ProgressStyle};
+    let compiled = sc::load(scenario)?;
+    let hidden = output == Output::Json;
+    if let Some(n) = seeds {
+        let bar = if hidden {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(n)
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} seeds, {elapsed} elapsed")
+                .expect("template"),
+        );
+        bar.set_message(format!("simulating {}", compiled.scenario.name));
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let r = sc::run_seeds(&compiled, scenario, seed, n, faults, workers, &|| bar.inc(1));
+        bar.finish_and_clear();
+        match output {
+            Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&r)?))?,
+            Output::Table => {
+                let mut text = format!(
+                    "{} seeds of {} ({}): {} passed, {} failed in {:.1} s\n",
+                    r.seeds,
+                    r.scenario,
+                    if faults { "random faults" } else { "no faults" },
+                    r.passed,
+                    r.failed.len(),
+                    r.wall_seconds
+                );
+                text.push_str(&format!(
+                    "totals: pods lost {}, leaked instances {}, budget violations {}, PDB violations {}, stuck pods {}, spot interruptions {}, controller restarts {}, fenced writes {}\n",
+                    r.pods_lost,
+                    r.leaked_instances,
+                    r.budget_violations,
+                    r.pdb_violations,
+                    r.pods_stuck,
+                    r.spot_interruptions,
+                    r.controller_restarts,
+                    r.fenced_writes
+                ));
+                for f in &r.failed {
+                    text.push_str(&format!(
+                        "seed {} failed: {}\n  replay: {}\n",
+                        f.seed,
+                        f.failures.join("; "),
+                        f.replay
+                    ));
+                }
+                emit(&text)?;
+            }
+        }
+        if !r.failed.is_empty() {
+            anyhow::bail!("{} of {} seeds broke an invariant", r.failed.len(), r.seeds);
+        }
+        return Ok(());
+    }
+    let total = compiled.duration as u64;
+    let bar = if hidden {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} simulated s, {elapsed} elapsed")
+            .expect("template"),
+    );
+    bar.set_message(format!("simulating {} (seed {seed})", compiled.scenario.name));
+    let o = sc::run_one(&compiled, seed, faults, &mut |t| bar.set_position(t as u64));
+    bar.finish_and_clear();
+    let dir = std::path::Path::new(out);
+    sc::write(dir, &o).map_err(|e| anyhow::anyhow!("writing {}: {e}", dir.display()))?;
+    let s = &o.summary;
+    match output {
+        Output::Json => emit(&sc::summary_json(s))?,
+        Output::Table => {
+            let v = serde_json::to_value(s)?;
+            let rows: Vec<Vec<String>> = v
+                .as_object()
+                .expect("object")
+                .iter()
+                .filter(|(k, _)| k.as_str() != "faults_injected")
+                .map(|(k, v)| vec![k.clone(), v.to_string()])
+                .collect();
+            let mut text = table::render(&["FIELD", "VALUE"], &rows);
+            text.push_str(&format!(
+                "wrote {} and {}\n",
+                dir.join("summary.json").display(),
+                dir.join("report.html").display()
+            ));
+            emit(&text)?;
+        }
+    }
+    let failures = s.failures();
+    if !failures.is_empty() {
+        anyhow::bail!(
+            "invariants broken: {}; replay: capstan simulate --seed {seed}{}",
+            failures.join("; "),
+            if faults { " --faults" } else { "" }
+        );
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn consolidate(
     cluster: &str,
@@ -600,6 +735,14 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Simulate {
+            scenario,
+            seed,
+            out,
+            seeds,
+            faults,
+            output,
+        } => simulate(scenario.as_deref(), seed, &out, seeds, faults, output),
         Command::Plan {
             pods,
             catalog,

@@ -302,3 +302,22 @@ mod tests {
         assert!(e.is_retryable());
     }
 }
+
+/// Adapts a [`Clock`] to governor's, so rate limits run on virtual time in the simulator.
+#[derive(Clone, Debug)]
+pub struct GovernorClock(pub Arc<dyn Clock>);
+
+impl governor::clock::Clock for GovernorClock {
+    type Instant = Duration;
+    fn now(&self) -> Duration {
+        self.0.now()
+    }
+}
+
+/// A direct (unkeyed) governor rate limiter on a [`Clock`].
+pub type RateLimiter = governor::RateLimiter<
+    governor::state::NotKeyed,
+    governor::state::InMemoryState,
+    GovernorClock,
+    governor::middleware::NoOpMiddleware<Duration>,
+>;

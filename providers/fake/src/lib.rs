@@ -28,10 +28,7 @@ use capstan_cloud::{
 };
 use capstan_model::labels::{self, CAPACITY_ON_DEMAND, CAPACITY_SPOT};
 use capstan_model::{Catalog, InstanceType, NodePool, Offering, Requirements};
-use governor::clock::Clock as GovClock;
-use governor::middleware::NoOpMiddleware;
-use governor::state::{InMemoryState, NotKeyed};
-use governor::{Quota, RateLimiter};
+use governor::Quota;
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
@@ -69,18 +66,7 @@ fn unit(seed: u64, parts: &[&str], salt: u64) -> f64 {
     (key_hash(seed, parts, salt) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// Adapts our clock to governor's.
-#[derive(Clone, Debug)]
-struct GovernorClock(Arc<dyn Clock>);
-
-impl GovClock for GovernorClock {
-    type Instant = Duration;
-    fn now(&self) -> Duration {
-        self.0.now()
-    }
-}
-
-type Limiter = RateLimiter<NotKeyed, InMemoryState, GovernorClock, NoOpMiddleware<Duration>>;
+type Limiter = capstan_cloud::RateLimiter;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Scheduled {
@@ -105,9 +91,19 @@ struct State {
     timeline: BTreeMap<(Duration, u64), (Scheduled, String)>,
     seq: u64,
     pending_events: Vec<InterruptionEvent>,
+    /// Instances that started running or stopped, for [`FakeCloud::take_transitions`].
+    transitions: Vec<Transition>,
     image: u64,
     /// Per-pool capacity where it differs from `capacity.perPool`.
     capacity: HashMap<OfferingKey, u32>,
+}
+
+/// A machine starting or stopping.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transition {
+    pub at: Duration,
+    pub provider_id: String,
+    pub state: InstanceState,
 }
 
 /// The fake cloud. Cheap to clone; clones share state.
@@ -176,7 +172,7 @@ impl FakeCloud {
             NonZeroU32::new(config.api.rate_per_second.max(1)).expect("at least 1"),
         )
         .allow_burst(NonZeroU32::new(config.api.burst.max(1)).expect("at least 1"));
-        let limiter = RateLimiter::direct_with_clock(quota, GovernorClock(clock.clone()));
+        let limiter = governor::RateLimiter::direct_with_clock(quota, capstan_cloud::GovernorClock(clock.clone()));
         FakeCloud {
             inner: Arc::new(Inner {
                 config,
@@ -191,6 +187,23 @@ impl FakeCloud {
                 }),
             }),
         }
+    }
+
+    /// What happened to the machines themselves since the last call: instances that booted
+    /// (their node can register) and instances that stopped (their node and pods are gone).
+    /// The simulator's kubelet reads this; capstan does not.
+    pub fn take_transitions(&self) -> Vec<Transition> {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        std::mem::take(&mut st.transitions)
+    }
+
+    /// An instance's state and the labels its node registers with, without the API's rate
+    /// limit (the simulator's view of the machine).
+    pub fn peek(&self, provider_id: &str) -> Option<Instance> {
+        let st = self.inner.state.lock().expect("fake cloud state");
+        st.instances.get(provider_id).cloned()
     }
 
     pub fn config(&self) -> &FakeCloudConfig {
@@ -332,6 +345,11 @@ impl FakeCloud {
                 Scheduled::Ready => {
                     if let Some(i) = st.instances.get_mut(&id) {
                         i.state = InstanceState::Running;
+                        st.transitions.push(Transition {
+                            at,
+                            provider_id: id,
+                            state: InstanceState::Running,
+                        });
                     }
                 }
                 Scheduled::Rebalance => {
@@ -363,7 +381,7 @@ impl FakeCloud {
                         at,
                         state: InstanceState::ShuttingDown,
                     });
-                    terminate(st, &id);
+                    terminate(st, &id, at);
                     st.pending_events.push(InterruptionEvent::StateChange {
                         provider_id: id,
                         at,
@@ -371,7 +389,7 @@ impl FakeCloud {
                     });
                 }
                 Scheduled::Reclaim => {
-                    terminate(st, &id);
+                    terminate(st, &id, at);
                     st.pending_events.push(InterruptionEvent::StateChange {
                         provider_id: id,
                         at,
@@ -553,7 +571,7 @@ impl FakeCloud {
             return Ok(());
         }
         self.throttle()?;
-        terminate(&mut st, provider_id);
+        terminate(&mut st, provider_id, now);
         st.timeline.retain(|_, (_, id)| id != provider_id);
         Ok(())
     }
@@ -610,8 +628,15 @@ fn schedule(st: &mut State, at: Duration, what: Scheduled, id: &str) {
     st.timeline.insert((at, seq), (what, id.to_string()));
 }
 
-fn terminate(st: &mut State, id: &str) {
+fn terminate(st: &mut State, id: &str, at: Duration) {
     if let Some(i) = st.instances.get_mut(id) {
+        if i.state != InstanceState::Terminated {
+            st.transitions.push(Transition {
+                at,
+                provider_id: id.to_string(),
+                state: InstanceState::Terminated,
+            });
+        }
         i.state = InstanceState::Terminated;
         let key = OfferingKey {
             instance_type: i.instance_type.clone(),

@@ -1,0 +1,238 @@
+//! The controller's view of the cluster: a reflector fed by list and watch, with the indexes
+//! the loops ask for (pods by node, pending pods, nodes by provider id).
+
+use crate::api::{ApiError, ClusterApi, Event, Kind, NodeClaim, Object};
+use capstan_model::pdb::Pdb;
+use capstan_model::{Node, NodePool, Pod};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+#[derive(Clone, Debug, Default)]
+pub struct Cache {
+    /// The resourceVersion the cache has seen up to; `None` before the first list.
+    pub rv: Option<u64>,
+    pub pods: BTreeMap<String, (u64, Arc<Pod>)>,
+    pub nodes: BTreeMap<String, (u64, Node)>,
+    pub claims: BTreeMap<String, (u64, NodeClaim)>,
+    pub nodepools: BTreeMap<String, (u64, NodePool)>,
+    pub pdbs: BTreeMap<String, (u64, Pdb)>,
+    pub daemonsets: BTreeMap<String, (u64, Pod)>,
+    /// Node name → keys of the active pods bound to it.
+    pub pods_on: BTreeMap<String, BTreeSet<String>>,
+    /// Keys of pending pods (unbound, active, not DaemonSet pods).
+    pub pending: BTreeSet<String>,
+    /// Provider id → node name.
+    pub node_by_provider: BTreeMap<String, String>,
+    /// Bumped by every change to nodes, claims, NodePools, PDBs or pod placement.
+    pub generation: u64,
+}
+
+impl Cache {
+    /// Brings the cache up to date: a watch from the last resourceVersion, or a fresh list
+    /// the first time and whenever the watch has expired.
+    pub async fn sync<A: ClusterApi>(&mut self, api: &A) -> Result<(), ApiError> {
+        if let Some(rv) = self.rv {
+            match api.watch(rv).await {
+                Ok(events) => {
+                    for e in events {
+                        self.apply(e);
+                    }
+                    return Ok(());
+                }
+                Err(ApiError::Gone { .. }) => {
+                    tracing::info!(rv, "watch expired; listing again");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let listing = api.list().await?;
+        *self = Cache::default();
+        for (rv, o) in listing.objects {
+            self.put(rv, o);
+        }
+        self.rv = Some(listing.rv);
+        self.generation += 1;
+        Ok(())
+    }
+
+    pub fn apply(&mut self, e: Event) {
+        self.rv = Some(self.rv.unwrap_or(0).max(e.rv));
+        match e.object {
+            Some(o) => self.put(e.rv, o),
+            None => self.remove(e.kind, &e.key),
+        }
+    }
+
+    fn put(&mut self, rv: u64, o: Object) {
+        let key = o.key();
+        match o {
+            Object::Pod(p) => {
+                self.unindex_pod(&key);
+                self.index_pod(&key, &p);
+                self.pods.insert(key, (rv, p));
+                self.generation += 1;
+            }
+            Object::Node(n) => {
+                if let Some((_, old)) = self.nodes.get(&key) {
+                    if let Some(pid) = &old.provider_id {
+                        self.node_by_provider.remove(pid);
+                    }
+                }
+                if let Some(pid) = &n.provider_id {
+                    self.node_by_provider.insert(pid.clone(), key.clone());
+                }
+                self.nodes.insert(key, (rv, n));
+                self.generation += 1;
+            }
+            Object::NodeClaim(c) => {
+                self.claims.insert(key, (rv, c));
+                self.generation += 1;
+            }
+            Object::NodePool(p) => {
+                self.nodepools.insert(key, (rv, p));
+                self.generation += 1;
+            }
+            Object::Pdb(p) => {
+                self.pdbs.insert(key, (rv, p));
+                self.generation += 1;
+            }
+            Object::DaemonSet(p) => {
+                self.daemonsets.insert(key, (rv, p));
+                self.generation += 1;
+            }
+        }
+    }
+
+    fn remove(&mut self, kind: Kind, key: &str) {
+        self.generation += 1;
+        match kind {
+            Kind::Pod => {
+                self.unindex_pod(key);
+                self.pods.remove(key);
+            }
+            Kind::Node => {
+                if let Some((_, n)) = self.nodes.remove(key) {
+                    if let Some(pid) = &n.provider_id {
+                        self.node_by_provider.remove(pid);
+                    }
+                }
+            }
+            Kind::NodeClaim => {
+                self.claims.remove(key);
+            }
+            Kind::NodePool => {
+                self.nodepools.remove(key);
+            }
+            Kind::Pdb => {
+                self.pdbs.remove(key);
+            }
+            Kind::DaemonSet => {
+                self.daemonsets.remove(key);
+            }
+        }
+    }
+
+    fn index_pod(&mut self, key: &str, p: &Pod) {
+        if !p.is_active() || p.is_daemonset_pod() && p.node_name.is_none() {
+            return;
+        }
+        match &p.node_name {
+            Some(n) => {
+                self.pods_on
+                    .entry(n.clone())
+                    .or_default()
+                    .insert(key.to_string());
+            }
+            None if !p.is_daemonset_pod() => {
+                self.pending.insert(key.to_string());
+            }
+            None => {}
+        }
+    }
+
+    fn unindex_pod(&mut self, key: &str) {
+        if let Some((_, old)) = self.pods.get(key) {
+            if let Some(n) = &old.node_name {
+                if let Some(set) = self.pods_on.get_mut(n) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.pods_on.remove(n);
+                    }
+                }
+            }
+        }
+        self.pending.remove(key);
+    }
+
+    /// Pods bound to `node` that are not DaemonSet pods.
+    pub fn workload_pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.pods_on
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.pods.get(k))
+            .map(|(_, p)| p.clone())
+            .filter(|p| !p.is_daemonset_pod())
+            .collect()
+    }
+
+    /// The claim a node belongs to (by provider id).
+    pub fn claim_of_node(&self, node: &Node) -> Option<&NodeClaim> {
+        let pid = node.provider_id.as_ref()?;
+        self.claims
+            .values()
+            .map(|(_, c)| c)
+            .find(|c| c.status.provider_id.as_ref() == Some(pid))
+    }
+
+    pub fn nodepool_list(&self) -> Vec<NodePool> {
+        self.nodepools.values().map(|(_, p)| p.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_model::pod::PodPhase;
+
+    fn pod(name: &str, node: Option<&str>) -> Arc<Pod> {
+        Arc::new(Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            node_name: node.map(str::to_string),
+            phase: if node.is_some() {
+                PodPhase::Running
+            } else {
+                PodPhase::Pending
+            },
+            ..Default::default()
+        })
+    }
+
+    fn ev(rv: u64, o: Object) -> Event {
+        Event {
+            rv,
+            kind: o.kind(),
+            key: o.key(),
+            object: Some(o),
+        }
+    }
+
+    #[test]
+    fn binding_a_pod_moves_it_from_pending_to_its_node() {
+        let mut c = Cache::default();
+        c.apply(ev(1, Object::Pod(pod("a", None))));
+        assert!(c.pending.contains("default/a"));
+        c.apply(ev(2, Object::Pod(pod("a", Some("n1")))));
+        assert!(c.pending.is_empty());
+        assert_eq!(c.workload_pods_on("n1").len(), 1);
+        c.apply(Event {
+            rv: 3,
+            kind: Kind::Pod,
+            key: "default/a".into(),
+            object: None,
+        });
+        assert!(c.workload_pods_on("n1").is_empty());
+        assert_eq!(c.rv, Some(3));
+    }
+}

@@ -1,0 +1,372 @@
+//! Demand: the traffic curve, and workloads whose replicas an autoscaler sets — the HPA on
+//! CPU utilization seen through the metrics pipeline, or a KEDA-style ScaledObject on a
+//! queue's depth — with the ReplicaSet controller that turns replicas into pods.
+
+use crate::scenario::{Compiled, HpaSpec, Traffic, Workload, seconds};
+use capstan_hpa::keda::{ScaledObject, ScalerState};
+use capstan_hpa::signal::Pipeline;
+use capstan_hpa::{
+    ContainerInfo, ControllerConfig, History, HorizontalPodAutoscalerSpec, Metrics, Phase,
+    PodInfo, Tick,
+};
+use capstan_model::pdb::{IntOrPercent, Pdb};
+use capstan_model::pod::{InclusionPolicy, PodPhase, TopologySpread, WhenUnsatisfiable};
+use capstan_model::selector::LabelSelector;
+use capstan_model::{Pod, Quantity, Requirements, Resources, labels};
+use k8s_openapi::api::autoscaling::v2::{
+    HPAScalingRules, HorizontalPodAutoscalerBehavior, MetricSpec, MetricTarget,
+    ResourceMetricSource,
+};
+use std::collections::{BTreeMap, VecDeque};
+
+/// How often the HPA and the event scaler reconcile (kube-controller-manager's
+/// `--horizontal-pod-autoscaler-sync-period`).
+pub const SYNC_PERIOD: f64 = 15.0;
+
+/// Requests per second at time `t` (seconds from the start), before noise.
+pub fn rps(traffic: &Traffic, t: f64) -> f64 {
+    let hour = (t / 3600.0) % 24.0;
+    let phase = 2.0 * std::f64::consts::PI * (hour - traffic.peak_hour) / 24.0;
+    let diurnal = 0.5 * (1.0 + phase.cos());
+    let mut v = traffic.base_rps + (traffic.peak_rps - traffic.base_rps) * diurnal;
+    for w in traffic.spikes.iter().chain(&traffic.lulls) {
+        let at = seconds(&w.at).unwrap_or(0.0);
+        let d = seconds(&w.duration).unwrap_or(0.0);
+        if t >= at && t < at + d {
+            v *= w.multiplier;
+        }
+    }
+    v
+}
+
+/// A multiplier around 1 fixed by the seed and the minute (Box–Muller on a hash).
+pub fn noise(seed: u64, minute: u64, sd: f64) -> f64 {
+    if sd <= 0.0 {
+        return 1.0;
+    }
+    let h = |salt: u64| {
+        let mut x = seed ^ minute.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^= x >> 33;
+        ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let z = (-2.0 * h(1).ln()).sqrt() * (2.0 * std::f64::consts::PI * h(2)).cos();
+    (1.0 + sd * z).max(0.0)
+}
+
+fn milli(q: &str) -> i64 {
+    Quantity::parse(q).map(|q| q.milli_ceil()).unwrap_or(0)
+}
+
+fn bytes(q: &str) -> i64 {
+    Quantity::parse(q).map(|q| q.units_ceil()).unwrap_or(0)
+}
+
+fn int_or_percent(s: &str) -> IntOrPercent {
+    match s.strip_suffix('%') {
+        Some(p) => IntOrPercent::Percent(p.trim().parse().unwrap_or(0)),
+        None => IntOrPercent::Int(s.trim().parse().unwrap_or(0)),
+    }
+}
+
+/// One workload's state.
+pub struct WorkloadState {
+    pub spec: Workload,
+    pub template: Pod,
+    /// spec.replicas.
+    pub desired: i32,
+    seq: u64,
+    history: History,
+    scaler: ScalerState,
+    hpa_spec: Option<HorizontalPodAutoscalerSpec>,
+    scaled: Option<ScaledObject>,
+    /// Per-pod CPU usage (milli) of each recent second, newest last.
+    usage: VecDeque<(f64, f64)>,
+    pub queue_depth: f64,
+    pub jobs_done: f64,
+    last_scale: f64,
+}
+
+impl WorkloadState {
+    pub fn new(spec: &Workload) -> WorkloadState {
+        let mut req = Resources::new();
+        req.cpu = milli(&spec.cpu);
+        req.memory = bytes(&spec.memory);
+        req.pods = 1;
+        let labels_map: BTreeMap<String, String> =
+            [("app".to_string(), spec.name.clone())].into_iter().collect();
+        let selector = LabelSelector::from_match_labels(&labels_map);
+        let mut spread = Vec::new();
+        match spec.spread.as_deref() {
+            Some("zone") => spread.push(TopologySpread {
+                max_skew: 1,
+                topology_key: labels::ZONE.into(),
+                when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+                selector: Some(selector.clone()),
+                min_domains: None,
+                node_affinity_policy: InclusionPolicy::Honor,
+                node_taints_policy: InclusionPolicy::Ignore,
+            }),
+            Some("hostname") => spread.push(TopologySpread {
+                max_skew: 1,
+                topology_key: labels::HOSTNAME.into(),
+                when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
+                selector: Some(selector.clone()),
+                min_domains: None,
+                node_affinity_policy: InclusionPolicy::Honor,
+                node_taints_policy: InclusionPolicy::Ignore,
+            }),
+            _ => {}
+        }
+        let mut annotations = BTreeMap::new();
+        if spec.do_not_disrupt {
+            annotations.insert(labels::DO_NOT_DISRUPT.to_string(), "true".to_string());
+        }
+        let template = Pod {
+            namespace: spec.namespace.clone(),
+            labels: labels_map,
+            annotations,
+            owner_kind: Some("ReplicaSet".into()),
+            owner_name: Some(spec.name.clone()),
+            requests: req,
+            priority: spec.priority,
+            node_selector: Requirements::from_labels(spec.node_selector.iter()),
+            spread,
+            termination_grace_seconds: Some(spec.termination_grace_seconds),
+            phase: PodPhase::Pending,
+            ..Default::default()
+        };
+        let (desired, hpa_spec, scaled) = match (&spec.replicas, &spec.hpa, &spec.queue) {
+            (Some(r), _, _) => (*r, None, None),
+            (_, Some(h), _) => (h.min_replicas, Some(hpa_spec(h)), None),
+            (_, _, Some(q)) => (
+                0,
+                None,
+                Some(ScaledObject {
+                    metric: "queue-depth".into(),
+                    target_per_replica: q.target_per_replica,
+                    activation_threshold: q.activation,
+                    min_replicas: 0,
+                    max_replicas: q.max_replicas,
+                    cooldown_seconds: q.cooldown_seconds,
+                }),
+            ),
+            _ => (0, None, None),
+        };
+        WorkloadState {
+            spec: spec.clone(),
+            template,
+            desired,
+            seq: 0,
+            history: History::default(),
+            scaler: ScalerState::default(),
+            hpa_spec,
+            scaled,
+            usage: VecDeque::new(),
+            queue_depth: 0.0,
+            jobs_done: 0.0,
+            last_scale: 0.0,
+        }
+    }
+
+    pub fn pdb(&self) -> Option<Pdb> {
+        let p = self.spec.pdb.as_ref()?;
+        Some(Pdb {
+            namespace: self.spec.namespace.clone(),
+            name: self.spec.name.clone(),
+            selector: Some(LabelSelector::from_match_labels(&self.template.labels)),
+            min_available: p.min_available.as_deref().map(int_or_percent),
+            max_unavailable: p.max_unavailable.as_deref().map(int_or_percent),
+        })
+    }
+
+    /// A new pod of this workload.
+    pub fn new_pod(&mut self) -> Pod {
+        self.seq += 1;
+        let mut p = self.template.clone();
+        p.name = format!("{}-{:06}", self.spec.name, self.seq);
+        p.uid = p.name.clone();
+        p
+    }
+
+    /// Advances one second: records per-pod CPU usage for the metrics pipeline and moves the
+    /// queue.
+    pub fn tick(&mut self, sc: &Compiled, t: f64, rps_now: f64, ready: usize) {
+        if let Some(q) = &self.spec.queue {
+            for a in &q.arrivals {
+                let at = seconds(&a.at).unwrap_or(0.0);
+                let d = seconds(&a.duration).unwrap_or(0.0);
+                if t >= at && t < at + d {
+                    self.queue_depth += a.per_minute / 60.0;
+                }
+            }
+            let done = (ready as f64 / q.job_seconds).min(self.queue_depth);
+            self.queue_depth -= done;
+            self.jobs_done += done;
+        }
+        let load = rps_now * self.spec.traffic_share * milli(&self.spec.cpu_per_rps) as f64;
+        let per_pod = milli(&self.spec.idle_cpu) as f64 + load / ready.max(1) as f64;
+        self.usage.push_back((t, per_pod));
+        while self.usage.len() > 120 {
+            self.usage.pop_front();
+        }
+        let _ = sc;
+    }
+
+    /// Runs the autoscaler if it is due; returns the new spec.replicas when it changed.
+    pub fn autoscale(&mut self, t: f64, pods: &[(String, bool, f64, f64)]) -> Option<i32> {
+        if t - self.last_scale < SYNC_PERIOD {
+            return None;
+        }
+        let elapsed = t - self.last_scale;
+        self.last_scale = t;
+        let controller = ControllerConfig::default();
+        if let Some(so) = &self.scaled {
+            let d = so.decide(
+                self.desired,
+                self.queue_depth,
+                elapsed,
+                &self.scaler,
+                &controller,
+            );
+            self.scaler = d.state;
+            return (d.desired_replicas != self.desired).then(|| {
+                self.desired = d.desired_replicas;
+                self.desired
+            });
+        }
+        let spec = self.hpa_spec.clone()?;
+        let pipeline = Pipeline::default();
+        let usage = &self.usage;
+        let sample = pipeline.observe(t, |x| {
+            usage
+                .iter()
+                .rev()
+                .find(|(ts, _)| *ts <= x)
+                .map(|(_, v)| *v)
+                .unwrap_or(0.0)
+        });
+        let mut metrics = Metrics {
+            window: pipeline.window,
+            ..Default::default()
+        };
+        let mut cpu: BTreeMap<String, i64> = BTreeMap::new();
+        let mut infos = Vec::with_capacity(pods.len());
+        let req = self.template.requests.cpu;
+        for (name, ready, start, ready_at) in pods {
+            // metrics-server has a sample for a pod that has been running a scrape or more.
+            if let Some((v, ts)) = sample {
+                if *start <= ts - pipeline.scrape_interval {
+                    cpu.insert(name.clone(), v.round() as i64);
+                }
+                metrics.timestamp = ts;
+            }
+            infos.push(PodInfo {
+                name: name.clone(),
+                phase: Phase::Running,
+                ready: Some(*ready),
+                deleting: false,
+                start: *start,
+                ready_transition: *ready_at,
+                containers: vec![ContainerInfo {
+                    name: "app".into(),
+                    requests: [("cpu".to_string(), req)].into_iter().collect(),
+                    sidecar: false,
+                }],
+            });
+        }
+        metrics.resource.insert("cpu".into(), cpu);
+        let tick = Tick {
+            spec,
+            current_replicas: self.desired,
+            status_replicas: pods.len() as i32,
+            pods: infos,
+            metrics,
+            history: self.history.clone(),
+            recommendation: None,
+            controller,
+        };
+        let d = capstan_hpa::decide(&tick);
+        self.history = d.history;
+        (d.desired_replicas != self.desired).then(|| {
+            self.desired = d.desired_replicas;
+            self.desired
+        })
+    }
+}
+
+fn hpa_spec(h: &HpaSpec) -> HorizontalPodAutoscalerSpec {
+    HorizontalPodAutoscalerSpec {
+        min_replicas: Some(h.min_replicas),
+        max_replicas: h.max_replicas,
+        metrics: Some(vec![MetricSpec {
+            type_: "Resource".into(),
+            resource: Some(ResourceMetricSource {
+                name: "cpu".into(),
+                target: MetricTarget {
+                    type_: "Utilization".into(),
+                    average_utilization: Some(h.target_cpu_utilization),
+                    ..Default::default()
+                },
+            }),
+            ..Default::default()
+        }]),
+        behavior: h
+            .scale_down_stabilization_seconds
+            .map(|s| HorizontalPodAutoscalerBehavior {
+                scale_down: Some(HPAScalingRules {
+                    stabilization_window_seconds: Some(s),
+                    ..Default::default()
+                }),
+                scale_up: None,
+            }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn traffic() -> Traffic {
+        Traffic {
+            base_rps: 100.0,
+            peak_rps: 1000.0,
+            peak_hour: 14.0,
+            noise: 0.0,
+            spikes: vec![crate::scenario::Window {
+                at: "11h".into(),
+                duration: "30m".into(),
+                multiplier: 2.0,
+            }],
+            lulls: vec![],
+        }
+    }
+
+    #[test]
+    fn traffic_peaks_at_the_peak_hour_and_bottoms_out_twelve_hours_later() {
+        let t = traffic();
+        assert!((rps(&t, 14.0 * 3600.0) - 1000.0).abs() < 1e-6);
+        assert!((rps(&t, 2.0 * 3600.0) - 100.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_spike_multiplies_traffic_only_inside_its_window() {
+        let t = traffic();
+        let before = rps(&t, 11.0 * 3600.0 - 1.0);
+        let inside = rps(&t, 11.0 * 3600.0 + 60.0);
+        let after = rps(&t, 11.5 * 3600.0 + 1.0);
+        assert!(inside > 1.9 * before, "{before} {inside}");
+        assert!(after < 1.1 * before, "{before} {after}");
+    }
+
+    #[test]
+    fn noise_is_a_pure_function_of_seed_and_minute() {
+        assert_eq!(noise(7, 3, 0.1), noise(7, 3, 0.1));
+        assert_ne!(noise(7, 3, 0.1), noise(8, 3, 0.1));
+        assert_eq!(noise(7, 3, 0.0), 1.0);
+    }
+}
