@@ -553,7 +553,9 @@ fn simulate(
         let workers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
-        let r = sc::run_seeds(&compiled, scenario, seed, n, faults, workers, &|| bar.inc(1));
+        let r = sc::run_seeds(&compiled, scenario, seed, n, faults, workers, &|| {
+            bar.inc(1)
+        });
         bar.finish_and_clear();
         match output {
             Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&r)?))?,
@@ -604,7 +606,10 @@ fn simulate(
         ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} simulated s, {elapsed} elapsed")
             .expect("template"),
     );
-    bar.set_message(format!("simulating {} (seed {seed})", compiled.scenario.name));
+    bar.set_message(format!(
+        "simulating {} (seed {seed})",
+        compiled.scenario.name
+    ));
     let o = sc::run_one(&compiled, seed, faults, &mut |t| bar.set_position(t as u64));
     bar.finish_and_clear();
     let dir = std::path::Path::new(out);

@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub fn load(path: Option<&str>) -> Result<Compiled, InputError> {
     let (file, text) = match path {
         Some(p) => (p.to_string(), input::read(p)?),
-        None => ("<built-in default scenario>".to_string(), scenario::DEFAULT.to_string()),
+        None => (
+            "<built-in default scenario>".to_string(),
+            scenario::DEFAULT.to_string(),
+        ),
     };
     Scenario::parse(&file, &text).map_err(|e| InputError(e.to_string()))
 }

@@ -23,8 +23,12 @@ pub struct Cache {
     pub pending: BTreeSet<String>,
     /// Provider id → node name.
     pub node_by_provider: BTreeMap<String, String>,
-    /// Bumped by every change to nodes, claims, NodePools, PDBs or pod placement.
+    /// Bumped by every change to nodes, claims, NodePools, PDBs or DaemonSets.
     pub generation: u64,
+    /// Bumped by every change to a pod.
+    pub pod_generation: u64,
+    /// Bumped whenever a pod leaves a node (capacity freed).
+    pub freed: u64,
 }
 
 impl Cache {
@@ -70,7 +74,7 @@ impl Cache {
                 self.unindex_pod(&key);
                 self.index_pod(&key, &p);
                 self.pods.insert(key, (rv, p));
-                self.generation += 1;
+                self.pod_generation += 1;
             }
             Object::Node(n) => {
                 if let Some((_, old)) = self.nodes.get(&key) {
@@ -104,7 +108,11 @@ impl Cache {
     }
 
     fn remove(&mut self, kind: Kind, key: &str) {
-        self.generation += 1;
+        if kind == Kind::Pod {
+            self.pod_generation += 1;
+        } else {
+            self.generation += 1;
+        }
         match kind {
             Kind::Pod => {
                 self.unindex_pod(key);
@@ -153,6 +161,7 @@ impl Cache {
     fn unindex_pod(&mut self, key: &str) {
         if let Some((_, old)) = self.pods.get(key) {
             if let Some(n) = &old.node_name {
+                self.freed += 1;
                 if let Some(set) = self.pods_on.get_mut(n) {
                     set.remove(key);
                     if set.is_empty() {

@@ -29,8 +29,7 @@ pub use cache::Cache;
 
 use api::{ClaimStatus, UNREGISTERED_TAINT};
 use capstan_cloud::{
-    Clock, CloudError, CloudProvider, InstanceState, InterruptionEvent, LaunchRequest,
-    OfferingKey,
+    Clock, CloudError, CloudProvider, InstanceState, InterruptionEvent, LaunchRequest, OfferingKey,
 };
 use capstan_disrupt::{Command, NodeInfo, Reason, Target};
 use capstan_model::labels;
@@ -77,6 +76,9 @@ pub struct Config {
     /// A launched instance whose node has not registered after this long is replaced.
     pub registration_ttl: f64,
     pub disruption_interval: f64,
+    /// After an evaluation that found nothing to do, the next waits for a change to nodes or
+    /// claims, or this long.
+    pub quiet_interval: f64,
     /// A consolidation command is re-validated after this delay before it is carried out.
     pub validation_delay: f64,
     /// Give up a disruption whose replacements are not initialized after this long.
@@ -105,6 +107,7 @@ impl Default for Config {
             unavailable_ttl: 180.0,
             registration_ttl: 900.0,
             disruption_interval: 10.0,
+            quiet_interval: 60.0,
             validation_delay: 15.0,
             replacement_timeout: 600.0,
             gc_interval: 30.0,
@@ -481,7 +484,11 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             .cache
             .nodes
             .values()
-            .filter(|(_, n)| n.taints.iter().any(|t| t.key == capstan_disrupt::DISRUPTED_TAINT))
+            .filter(|(_, n)| {
+                n.taints
+                    .iter()
+                    .any(|t| t.key == capstan_disrupt::DISRUPTED_TAINT)
+            })
             .filter(|(_, n)| {
                 n.provider_id
                     .as_ref()
@@ -532,7 +539,11 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             self.types = Some((now, v));
         }
         self.unavailable.retain(|_, until| *until > now);
-        let mut types = self.types.as_ref().map(|(_, t)| t.clone()).unwrap_or_default();
+        let mut types = self
+            .types
+            .as_ref()
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default();
         if !self.unavailable.is_empty() {
             for t in &mut types {
                 for o in &mut t.offerings {
@@ -566,7 +577,9 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             .await
         {
             Ok(new_rv) => {
-                self.cache.claims.insert(claim.name.clone(), (new_rv, claim));
+                self.cache
+                    .claims
+                    .insert(claim.name.clone(), (new_rv, claim));
                 true
             }
             Err(e) => {
@@ -617,7 +630,8 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                 effect: Effect::NoSchedule,
             });
         } else {
-            n.taints.retain(|t| t.key != capstan_disrupt::DISRUPTED_TAINT);
+            n.taints
+                .retain(|t| t.key != capstan_disrupt::DISRUPTED_TAINT);
         }
         self.replace_node(now, n).await
     }
@@ -753,7 +767,10 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                     self.replace_interrupted(now, &c, secs(when)).await;
                 }
                 InterruptionEvent::StateChange { state, .. } => {
-                    if matches!(state, InstanceState::ShuttingDown | InstanceState::Terminated) {
+                    if matches!(
+                        state,
+                        InstanceState::ShuttingDown | InstanceState::Terminated
+                    ) {
                         self.record(
                             now,
                             Action::Interrupted {
@@ -854,8 +871,23 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
     // ---------------------------------------------------------------- lifecycle
 
     async fn lifecycle(&mut self, now: f64) {
-        let names: Vec<String> = self.cache.claims.keys().cloned().collect();
-        for name in names {
+        // Claims that need something: every claim but the settled ones (initialized, not
+        // being deleted, node present), which are the great majority in a steady cluster.
+        let work: Vec<String> = self
+            .cache
+            .claims
+            .values()
+            .filter(|(_, c)| {
+                c.deleting()
+                    || !c.status.initialized
+                    || c.status
+                        .node_name
+                        .as_ref()
+                        .is_some_and(|n| !self.cache.nodes.contains_key(n))
+            })
+            .map(|(_, c)| c.name.clone())
+            .collect();
+        for name in work {
             let Some((_, c)) = self.cache.claims.get(&name) else {
                 continue;
             };
@@ -868,12 +900,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                 self.register(now, c).await;
             } else if !c.status.initialized {
                 self.initialize(now, c).await;
-            } else if c
-                .status
-                .node_name
-                .as_ref()
-                .is_some_and(|n| !self.cache.nodes.contains_key(n))
-            {
+            } else {
                 self.begin_deletion(now, &name, "NodeDeleted", None).await;
             }
         }
@@ -1023,11 +1050,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         };
         let rv = *rv;
         let fence = self.fence();
-        match self
-            .api
-            .delete(Kind::NodeClaim, &c.name, rv, &fence)
-            .await
-        {
+        match self.api.delete(Kind::NodeClaim, &c.name, rv, &fence).await {
             Ok(()) => {
                 self.cache.claims.remove(&c.name);
                 self.launches.remove(&c.name);
@@ -1197,11 +1220,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         let Some((rv, _)) = self.cache.claims.get(&c.name) else {
             return;
         };
-        match self
-            .api
-            .delete(Kind::NodeClaim, &c.name, *rv, &fence)
-            .await
-        {
+        match self.api.delete(Kind::NodeClaim, &c.name, *rv, &fence).await {
             Ok(()) | Err(ApiError::NotFound { .. }) => {
                 self.cache.claims.remove(&c.name);
                 self.nominations.retain(|_, claim| claim != &c.name);
@@ -1339,7 +1358,12 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
     fn snapshot(&self, types: &[InstanceType]) -> Snapshot {
         let mut snap = Snapshot {
             nodes: self.cache.nodes.values().map(|(_, n)| n.clone()).collect(),
-            daemonsets: self.cache.daemonsets.values().map(|(_, p)| p.clone()).collect(),
+            daemonsets: self
+                .cache
+                .daemonsets
+                .values()
+                .map(|(_, p)| p.clone())
+                .collect(),
             ..Default::default()
         };
         for names in self.cache.pods_on.values() {
@@ -1450,7 +1474,11 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             pods,
             self.cache.pdbs.values().map(|(_, p)| p.clone()).collect(),
             self.cache.nodepool_list(),
-            self.cache.daemonsets.values().map(|(_, p)| p.clone()).collect(),
+            self.cache
+                .daemonsets
+                .values()
+                .map(|(_, p)| p.clone())
+                .collect(),
         )
     }
 
@@ -1470,9 +1498,12 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             self.proposed = None;
             return;
         }
-        // Nothing changed since an evaluation that found nothing: wait (a minute at most,
-        // for time-based methods — expiry, consolidateAfter, budget windows).
-        if self.quiet_generation == Some(self.cache.generation) && now - self.quiet_since < 60.0
+        // After an evaluation that found nothing, wait for a node-level change (nodes,
+        // claims, NodePools, PDBs) or `quiet_interval`, whichever is first: pod churn alone
+        // (the HPA moving replicas) is picked up at the next interval, and time-based methods
+        // (expiry, consolidateAfter, budget windows) at most that late.
+        if self.quiet_generation == Some(self.cache.generation)
+            && now - self.quiet_since < self.config.quiet_interval
         {
             return;
         }
@@ -1487,6 +1518,12 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             daemonsets: &ds,
             now: self.config.epoch_unix + now,
         });
+        tracing::debug!(
+            now,
+            commands = eval.commands.len(),
+            first = ?eval.commands.first().map(|c| (c.reason, c.candidates.clone())),
+            "disruption evaluation"
+        );
         let Some(cmd) = eval.commands.into_iter().next() else {
             self.proposed = None;
             self.quiet_generation = Some(self.cache.generation);
@@ -1639,10 +1676,14 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                 continue;
             }
             live.insert(inst.provider_id.clone());
-            let owned = self.cache.claims.get(&inst.claim_name).is_some_and(|(_, c)| {
-                c.status.provider_id.is_none()
-                    || c.status.provider_id.as_ref() == Some(&inst.provider_id)
-            });
+            let owned = self
+                .cache
+                .claims
+                .get(&inst.claim_name)
+                .is_some_and(|(_, c)| {
+                    c.status.provider_id.is_none()
+                        || c.status.provider_id.as_ref() == Some(&inst.provider_id)
+                });
             if !owned && now - secs(inst.launched_at) > self.config.gc_grace {
                 match self.cloud.delete(&inst.provider_id).await {
                     Ok(()) | Err(CloudError::NotFound { .. }) => self.record(

@@ -255,6 +255,16 @@ struct Engine<'a> {
     pdb_allowed: Vec<i64>,
     /// Per pod: the PDBs that select it.
     pdbs_of: Vec<Vec<usize>>,
+    /// Per node: allocatable minus its pods' requests (zero for nodes that take no pods).
+    free: Vec<capstan_model::Resources>,
+    /// Per node: its movable pods' requests.
+    load: Vec<capstan_model::Resources>,
+    /// Per node: all its pods' requests.
+    used: Vec<capstan_model::Resources>,
+    /// Whether some bound pod has required anti-affinity (then what-ifs need every pod).
+    bound_anti: bool,
+    /// Per pool: the cheapest price per millicore and per byte of any available offering.
+    unit_price: Vec<(f64, f64)>,
 }
 
 impl<'a> Engine<'a> {
@@ -287,6 +297,61 @@ impl<'a> Engine<'a> {
                     .collect()
             })
             .collect();
+        let mut free = Vec::with_capacity(input.nodes.len());
+        let mut load = Vec::with_capacity(input.nodes.len());
+        let mut used_all = Vec::with_capacity(input.nodes.len());
+        for n in input.nodes {
+            let mut used = capstan_model::Resources::new();
+            let mut movable = capstan_model::Resources::new();
+            for &p in pods_on.get(n.node.name.as_str()).into_iter().flatten() {
+                used = used.plus(&input.pods[p].requests);
+                if !input.pods[p].is_daemonset_pod() {
+                    movable = movable.plus(&input.pods[p].requests);
+                }
+            }
+            free.push(if n.disrupting() {
+                capstan_model::Resources::new()
+            } else {
+                let a = &n.node.allocatable;
+                let max_pods = if a.pods == 0 { 110 } else { a.pods };
+                capstan_model::Resources {
+                    cpu: (a.cpu - used.cpu).max(0),
+                    memory: (a.memory - used.memory).max(0),
+                    pods: (max_pods - used.pods).max(0),
+                    ..Default::default()
+                }
+            });
+            load.push(movable);
+            used_all.push(used);
+        }
+        let unit_price = input
+            .nodepools
+            .iter()
+            .map(|np| {
+                let (mut c, mut m) = (f64::INFINITY, f64::INFINITY);
+                for t in input.instance_types {
+                    if !capstan_sched::predicates::type_compatible(t, &np.requirements) {
+                        continue;
+                    }
+                    for o in &t.offerings {
+                        if o.available
+                            && np.requirements.allows(labels::ZONE, &o.zone)
+                            && np
+                                .requirements
+                                .allows(labels::CAPACITY_TYPE, &o.capacity_type)
+                        {
+                            if t.allocatable.cpu > 0 {
+                                c = c.min(o.price / t.allocatable.cpu as f64);
+                            }
+                            if t.allocatable.memory > 0 {
+                                m = m.min(o.price / t.allocatable.memory as f64);
+                            }
+                        }
+                    }
+                }
+                (c, m)
+            })
+            .collect();
         Engine {
             input,
             pods_on,
@@ -295,7 +360,53 @@ impl<'a> Engine<'a> {
             taken: BTreeSet::new(),
             pdb_allowed,
             pdbs_of,
+            free,
+            load,
+            used: used_all,
+            bound_anti: input.pods.iter().any(|p| !p.anti_affinity.is_empty()),
+            unit_price,
         }
+    }
+
+    /// Free capacity on the nodes outside `set` that can take pods.
+    fn free_outside(&self, set: &[usize]) -> capstan_model::Resources {
+        let mut f = capstan_model::Resources::new();
+        for (i, r) in self.free.iter().enumerate() {
+            if !set.contains(&i) && !self.taken.contains(&i) {
+                f = f.plus(r);
+            }
+        }
+        f
+    }
+
+    /// A lower bound on what replacements for `set` cost: the pods' CPU and memory that the
+    /// other nodes cannot hold even together, bought at the cheapest price per unit. If the
+    /// nodes cost no more than this, no consolidation of them can save money.
+    fn replacement_bound(&self, set: &[usize]) -> f64 {
+        let mut need = capstan_model::Resources::new();
+        for &i in set {
+            need = need.plus(&self.load[i]);
+        }
+        let free = self.free_outside(set);
+        let cpu = (need.cpu - free.cpu).max(0) as f64;
+        let mem = (need.memory - free.memory).max(0) as f64;
+        let mut bound = f64::INFINITY;
+        for &i in set {
+            if let Some(p) = self.pool_of[i] {
+                let (c, m) = self.unit_price[p];
+                let b = (cpu * c).max(mem * m);
+                bound = bound.min(if b.is_nan() { 0.0 } else { b });
+            }
+        }
+        if bound.is_finite() { bound } else { 0.0 }
+    }
+
+    /// Whether the node's pods could fit on the other nodes by resources alone (a necessary
+    /// condition for deleting it without a replacement).
+    fn might_fit_elsewhere(&self, node: usize) -> bool {
+        let need = &self.load[node];
+        let free = self.free_outside(&[node]);
+        need.cpu <= free.cpu && need.memory <= free.memory && need.pods <= free.pods
     }
 
     fn pods(&self, node: usize) -> Vec<usize> {
@@ -311,6 +422,33 @@ impl<'a> Engine<'a> {
             .into_iter()
             .filter(|&p| !self.input.pods[p].is_daemonset_pod())
             .collect()
+    }
+
+    /// The price of the cheapest available offering in `pool` whose allocatable holds the
+    /// sum of the node's movable pods' requests: no single replacement can cost less, so a
+    /// replace that would not be cheaper than the node is known to fail without a solve.
+    fn cheapest_single_replacement(&self, node: usize, pool: usize) -> f64 {
+        let input = self.input;
+        let np = &input.nodepools[pool];
+        let mut need = capstan_model::Resources::new();
+        for p in self.movable_pods(node) {
+            need = need.plus(&input.pods[p].requests);
+        }
+        input
+            .instance_types
+            .iter()
+            .filter(|t| need.fits_in(&t.allocatable))
+            .filter(|t| capstan_sched::predicates::type_compatible(t, &np.requirements))
+            .flat_map(|t| t.offerings.iter())
+            .filter(|o| {
+                o.available
+                    && np.requirements.allows(labels::ZONE, &o.zone)
+                    && np
+                        .requirements
+                        .allows(labels::CAPACITY_TYPE, &o.capacity_type)
+            })
+            .map(|o| o.price)
+            .fold(f64::INFINITY, f64::min)
     }
 
     fn remaining_budget(&mut self, pool: usize, reason: Reason) -> i64 {
@@ -402,13 +540,6 @@ impl<'a> Engine<'a> {
             }
             snapshot.nodes.push(n.node.clone());
         }
-        let present: BTreeSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
-        snapshot.pods = input
-            .pods
-            .iter()
-            .filter(|p| p.node_name.as_deref().is_some_and(|n| present.contains(n)))
-            .cloned()
-            .collect();
         let pending: Vec<Pod> = candidates
             .iter()
             .flat_map(|&c| self.movable_pods(c))
@@ -419,6 +550,30 @@ impl<'a> Engine<'a> {
                 pod
             })
             .collect();
+        let topology = self.bound_anti
+            || pending.iter().any(|p| {
+                !p.spread.is_empty()
+                    || !p.affinity.is_empty()
+                    || !p.anti_affinity.is_empty()
+                    || !p.preferred_affinity.is_empty()
+                    || !p.preferred_anti_affinity.is_empty()
+                    || !p.host_ports.is_empty()
+            });
+        for (i, n) in input.nodes.iter().enumerate() {
+            if gone.contains(n.node.name.as_str()) || self.taken.contains(&i) || n.disrupting() {
+                continue;
+            }
+            if topology {
+                for &p in self.pods_on.get(n.node.name.as_str()).into_iter().flatten() {
+                    snapshot.pods.push(input.pods[p].clone());
+                }
+            } else {
+                // Nothing pending looks at other pods: their requests are all that matter.
+                snapshot
+                    .used
+                    .insert(n.node.name.clone(), self.used[i].clone());
+            }
+        }
         let pools: Vec<NodePool> = if launch {
             input.nodepools.to_vec()
         } else {
@@ -431,7 +586,10 @@ impl<'a> Engine<'a> {
                 nodepools: &pools,
                 instance_types: input.instance_types,
             },
-            &SolveOptions::default(),
+            &SolveOptions {
+                skip_diagnosis: true,
+                ..Default::default()
+            },
         );
         (pending, plan)
     }
@@ -765,7 +923,9 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 .iter()
                 .all(|(&p, &n)| e.remaining_budget(p, Reason::Underutilized) >= n)
         };
+        let price: f64 = set.iter().map(|&i| input.nodes[i].price).sum();
         let cmd = if within_budget
+            && e.replacement_bound(set) < price - 1e-9
             && e.pdb_block(
                 &set.iter()
                     .flat_map(|&i| e.movable_pods(i))
@@ -804,12 +964,19 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             if e.remaining_budget(p, Reason::Underutilized) <= 0 {
                 continue;
             }
-            let c = e
-                .command(Reason::Underutilized, &[i], false, true)
-                .or_else(|| {
-                    e.command(Reason::Underutilized, &[i], true, true)
-                        .filter(|c| c.replacements.len() <= 1)
-                });
+            let delete = if e.might_fit_elsewhere(i) {
+                e.command(Reason::Underutilized, &[i], false, true)
+            } else {
+                None
+            };
+            let c = delete.or_else(|| {
+                // Skip the replace what-if when no single node could be cheaper.
+                if e.cheapest_single_replacement(i, p) >= input.nodes[i].price - 1e-9 {
+                    return None;
+                }
+                e.command(Reason::Underutilized, &[i], true, true)
+                    .filter(|c| c.replacements.len() <= 1)
+            });
             if let Some(c) = c {
                 *e.budget
                     .get_mut(&(p, Reason::Underutilized))

@@ -398,7 +398,13 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
     } else {
         ClaimOrder::FirstFit
     };
-    let base = solve(input, &SolveOptions { claim_order: order });
+    let base = solve(
+        input,
+        &SolveOptions {
+            claim_order: order,
+            ..Default::default()
+        },
+    );
     // The bound covers the pods a plan places (unschedulable pods cost nothing).
     let lower_bound = bound::plan_bound(&input, &base)?;
     if options.strategy == Strategy::KarpenterFfd {

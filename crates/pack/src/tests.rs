@@ -208,6 +208,7 @@ fn karpenter_ffd_is_the_scheduling_core_with_karpenters_claim_order() {
         },
         &SolveOptions {
             claim_order: ClaimOrder::FewestPodsFirst,
+            ..Default::default()
         },
     );
     assert_eq!(r.plan, base);

@@ -44,6 +44,11 @@ pub struct Snapshot {
     pub inflight: Vec<InFlight>,
     /// DaemonSet pod templates: their requests are reserved on every new node they would run on.
     pub daemonsets: Vec<Pod>,
+    /// Requests already on a node (or in-flight claim), by name, beyond the pods in `pods`.
+    /// A caller whose pending pods have no topology spread, (anti-)affinity or host ports,
+    /// while no bound pod has required anti-affinity, may summarize bound pods here: only
+    /// their resources matter then.
+    pub used: BTreeMap<String, Resources>,
 }
 
 /// The order in which planned NodeClaims are tried for a pod.
@@ -60,6 +65,10 @@ pub enum ClaimOrder {
 #[derive(Clone, Debug, Default)]
 pub struct SolveOptions {
     pub claim_order: ClaimOrder,
+    /// Skip working out why each unschedulable pod fits nowhere (the reason is then a
+    /// generic sentence). For callers that only ask whether everything fits — the disruption
+    /// engine's what-ifs, the simulator's kube-scheduler — where diagnosis is most of the cost.
+    pub skip_diagnosis: bool,
 }
 
 /// Everything [`solve`] reads.

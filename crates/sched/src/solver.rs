@@ -312,6 +312,11 @@ impl<'a> Solver<'a> {
         }
 
         // Bound pods use their nodes.
+        for (n, used) in &input.snapshot.used {
+            if let Some(&s) = by_name.get(n) {
+                slots[s].used.add(used);
+            }
+        }
         for p in input.snapshot.pods.iter().filter(|p| p.is_active()) {
             if let Some(&s) = p.node_name.as_ref().and_then(|n| by_name.get(n)) {
                 slots[s].used.add(&p.requests);
@@ -499,8 +504,23 @@ impl<'a> Solver<'a> {
                 .then(pb.memory.cmp(&pa.memory))
                 .then(a.cmp(&b))
         });
+        // A pod identical to one that just failed (all but name and uid) fails too: failing
+        // changes nothing, and identical pods sort next to each other.
+        let mut last_failed: Option<usize> = None;
         for i in order {
             let pod = &pending[i];
+            if let Some(j) = last_failed {
+                if same_but_name(&pending[j], pod) {
+                    let reason = self
+                        .unschedulable
+                        .last()
+                        .map(|u| u.reason.clone())
+                        .unwrap_or_default();
+                    self.unschedulable.push(Unschedulable { pod: i, reason });
+                    continue;
+                }
+            }
+            let placed_before = self.unschedulable.len();
             let mut relaxed = Relaxed::default();
             loop {
                 let reqs = self.pod_requirements(pod, &relaxed);
@@ -515,11 +535,16 @@ impl<'a> Solver<'a> {
                     break;
                 }
                 if !self.relax(pod, i, &mut relaxed) {
-                    let reason = self.diagnose(i, &reqs, &topo, relaxed.tolerate_prefer);
+                    let reason = if self.options.skip_diagnosis {
+                        "no node or NodePool fits".to_string()
+                    } else {
+                        self.diagnose(i, &reqs, &topo, relaxed.tolerate_prefer)
+                    };
                     self.unschedulable.push(Unschedulable { pod: i, reason });
                     break;
                 }
             }
+            last_failed = (self.unschedulable.len() > placed_before).then_some(i);
         }
     }
 
@@ -1205,4 +1230,26 @@ fn collect_pool_values(
             }
         }
     }
+}
+
+/// Whether two pods are the same but for their name and uid.
+fn same_but_name(a: &Pod, b: &Pod) -> bool {
+    a.namespace == b.namespace
+        && a.requests == b.requests
+        && a.labels == b.labels
+        && a.node_selector == b.node_selector
+        && a.required_terms == b.required_terms
+        && a.preferred_terms == b.preferred_terms
+        && a.tolerations == b.tolerations
+        && a.spread == b.spread
+        && a.affinity == b.affinity
+        && a.anti_affinity == b.anti_affinity
+        && a.preferred_affinity == b.preferred_affinity
+        && a.preferred_anti_affinity == b.preferred_anti_affinity
+        && a.host_ports == b.host_ports
+        && a.priority == b.priority
+        && a.annotations == b.annotations
+        && a.owner_kind == b.owner_kind
+        && a.owner_name == b.owner_name
+        && a.node_name == b.node_name
 }

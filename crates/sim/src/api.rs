@@ -1,9 +1,7 @@
 //! An in-memory Kubernetes API: objects with resourceVersions, a watch history, conditional
 //! writes, the eviction API with PDB checks, and a lease with write fencing.
 
-use capstan_controller::api::{
-    ApiError, ClusterApi, Event, Fence, Kind, Lease, Listing, Object,
-};
+use capstan_controller::api::{ApiError, ClusterApi, Event, Fence, Kind, Lease, Listing, Object};
 use capstan_model::Pod;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -372,7 +370,9 @@ mod tests {
                 ..Default::default()
             };
             let rv = api.create(Object::Node(node.clone()), &f).await.unwrap();
-            api.replace(Object::Node(node.clone()), rv, &f).await.unwrap();
+            api.replace(Object::Node(node.clone()), rv, &f)
+                .await
+                .unwrap();
             let err = api.replace(Object::Node(node), rv, &f).await.unwrap_err();
             assert!(matches!(err, ApiError::Conflict { .. }), "{err}");
         });
@@ -393,7 +393,9 @@ mod tests {
                 .await
                 .unwrap_err();
             assert!(matches!(err, ApiError::Fenced { .. }), "{err}");
-            api.create(Object::Node(node), &fence("b", 2)).await.unwrap();
+            api.create(Object::Node(node), &fence("b", 2))
+                .await
+                .unwrap();
             assert_eq!(api.stats().fenced_writes, 1);
         });
     }

@@ -238,7 +238,12 @@ struct Sim {
     events: Vec<TimelineEvent>,
     cost: f64,
     bound_cost: f64,
-    sched_dirty: bool,
+    /// Pods the scheduler tried and could not place, until capacity changes.
+    unschedulable: BTreeSet<String>,
+    capacity_seen: (u64, u64),
+    last_flush: f64,
+    /// (when, $ per millicore-hour, $ per byte-hour) for the cost lower bound.
+    unit_prices: Option<(f64, f64, f64)>,
     disrupting: BTreeSet<String>,
     node_pool: BTreeMap<String, String>,
 }
@@ -490,7 +495,10 @@ impl Sim {
             events: Vec::new(),
             cost: 0.0,
             bound_cost: 0.0,
-            sched_dirty: true,
+            unschedulable: BTreeSet::new(),
+            capacity_seen: (0, 0),
+            last_flush: 0.0,
+            unit_prices: None,
             disrupting: BTreeSet::new(),
             node_pool: BTreeMap::new(),
             opts,
@@ -567,12 +575,8 @@ impl Sim {
     }
 
     async fn sync_view(&mut self) {
-        let rv = self.view.rv;
         if let Err(e) = self.view.sync(&*self.api).await {
             tracing::warn!(error = %e, "simulator view sync failed");
-        }
-        if self.view.rv != rv {
-            self.sched_dirty = true;
         }
     }
 
@@ -751,13 +755,8 @@ impl Sim {
             return;
         };
         let name = format!("node-{}", provider_id.trim_start_matches("fake://"));
-        let mut node = Node::for_instance_type(
-            t,
-            &name,
-            &inst.zone,
-            &inst.capacity_type,
-            &inst.nodepool,
-        );
+        let mut node =
+            Node::for_instance_type(t, &name, &inst.zone, &inst.capacity_type, &inst.nodepool);
         for (k, v) in &inst.labels {
             node.labels.entry(k.clone()).or_insert(v.clone());
         }
@@ -892,18 +891,30 @@ impl Sim {
     // ------------------------------------------------------------------ kube-scheduler
 
     /// Binds pending pods to nodes that have room, with the scheduling core's predicates.
+    ///
+    /// Like kube-scheduler's unschedulable queue, a pod that did not fit waits until capacity
+    /// changes (a node added or changed, a pod leaving a node) or a minute has passed.
     fn schedule(&mut self, now: f64) {
-        if self.view.pending.is_empty() || !self.sched_dirty {
+        if self.view.pending.is_empty() {
             return;
         }
-        self.sched_dirty = false;
+        let capacity = (self.view.generation, self.view.freed);
+        if capacity != self.capacity_seen || now - self.last_flush >= 60.0 {
+            self.capacity_seen = capacity;
+            self.last_flush = now;
+            self.unschedulable.clear();
+        }
         let pending: Vec<Pod> = self
             .view
             .pending
             .iter()
+            .filter(|k| !self.unschedulable.contains(*k))
             .filter_map(|k| self.view.pods.get(k))
             .map(|(_, p)| Pod::clone(p))
             .collect();
+        if pending.is_empty() {
+            return;
+        }
         let snapshot = capstan_sched::Snapshot {
             nodes: self
                 .view
@@ -932,8 +943,14 @@ impl Sim {
                 nodepools: &[],
                 instance_types: &[],
             },
-            &Default::default(),
+            &capstan_sched::SolveOptions {
+                skip_diagnosis: true,
+                ..Default::default()
+            },
         );
+        for u in &plan.unschedulable {
+            self.unschedulable.insert(pending[u.pod].key());
+        }
         for b in plan.existing {
             for i in b.pods {
                 let mut p = pending[i].clone();
@@ -1031,7 +1048,11 @@ impl Sim {
                 );
             }
             Action::DisruptionAborted { candidates, why } => {
-                self.event(t, "disruption", format!("aborted {}: {why}", candidates.join(", ")));
+                self.event(
+                    t,
+                    "disruption",
+                    format!("aborted {}: {why}", candidates.join(", ")),
+                );
             }
             Action::GarbageCollected { provider_id } => {
                 self.event(t, "gc", format!("terminated orphan {provider_id}"));
@@ -1128,7 +1149,11 @@ impl Sim {
             }
             if how == Removal::DeletedByController && self.api.pdb_blocks(&p) {
                 self.summary.pdb_violations += 1;
-                self.event(now, "violation", format!("{} deleted past its PDB", p.key()));
+                self.event(
+                    now,
+                    "violation",
+                    format!("{} deleted past its PDB", p.key()),
+                );
             }
         }
         // Pods on nodes that no longer exist (capstan deleted the node under them).
@@ -1161,7 +1186,7 @@ impl Sim {
                 mem += p.requests.memory;
             }
         }
-        let bound = self.lower_bound_rate(cpu, mem).await;
+        let bound = self.lower_bound_rate(now, cpu, mem).await;
         self.bound_cost += bound / 60.0;
         let (mut spot, mut od) = (0, 0);
         for (_, n) in self.view.nodes.values() {
@@ -1192,9 +1217,30 @@ impl Sim {
     /// A lower bound on the hourly cost of any set of machines holding `cpu` millicores and
     /// `mem` bytes of requests: each resource bought at the cheapest price per unit any
     /// offering has right now.
-    async fn lower_bound_rate(&self, cpu: i64, mem: i64) -> f64 {
+    async fn lower_bound_rate(&mut self, now: f64, cpu: i64, mem: i64) -> f64 {
+        let fresh = self.unit_prices.is_some_and(|(at, _, _)| now - at < 900.0);
+        if !fresh {
+            let (c, m) = self.unit_prices().await;
+            self.unit_prices = Some((now, c, m));
+        }
+        let (_, per_cpu, per_byte) = self.unit_prices.expect("just set");
+        let a = if per_cpu.is_finite() {
+            per_cpu * cpu as f64
+        } else {
+            0.0
+        };
+        let b = if per_byte.is_finite() {
+            per_byte * mem as f64
+        } else {
+            0.0
+        };
+        a.max(b)
+    }
+
+    /// The cheapest price per millicore and per byte any available offering has now.
+    async fn unit_prices(&self) -> (f64, f64) {
         let Some(pool) = self.sc.nodepools.first() else {
-            return 0.0;
+            return (f64::INFINITY, f64::INFINITY);
         };
         let types = self
             .cloud
@@ -1220,17 +1266,7 @@ impl Sim {
                 per_byte = per_byte.min(price / t.allocatable.memory as f64);
             }
         }
-        let a = if per_cpu.is_finite() {
-            per_cpu * cpu as f64
-        } else {
-            0.0
-        };
-        let b = if per_byte.is_finite() {
-            per_byte * mem as f64
-        } else {
-            0.0
-        };
-        a.max(b)
+        (per_cpu, per_byte)
     }
 
     async fn finish(&mut self, _wall_so_far: f64) -> Outcome {
@@ -1253,7 +1289,11 @@ impl Sim {
             });
             if !owned && now - i.launched_at.as_secs_f64() > grace {
                 self.summary.leaked_instances += 1;
-                self.event(now, "violation", format!("leaked instance {}", i.provider_id));
+                self.event(
+                    now,
+                    "violation",
+                    format!("leaked instance {}", i.provider_id),
+                );
             }
         }
         // Pods still pending: their wait counts; those that fit somewhere are stuck.

@@ -290,7 +290,12 @@ pub fn html(o: &Outcome) -> String {
             if k == "wall_seconds" || k == "faults_injected" {
                 continue;
             }
-            let _ = write!(out, "<tr><th>{}</th><td>{}</td></tr>", esc(&k), esc(&v.to_string()));
+            let _ = write!(
+                out,
+                "<tr><th>{}</th><td>{}</td></tr>",
+                esc(&k),
+                esc(&v.to_string())
+            );
         }
     }
     out.push_str("</table>");

@@ -321,8 +321,12 @@ impl Scenario {
         if duration <= 0.0 {
             return Err(("duration".into(), "must be positive".into()));
         }
-        let start_unix = capstan_disrupt::time::parse_rfc3339(&self.start)
-            .ok_or_else(|| ("start".to_string(), format!("{:?} is not RFC 3339", self.start)))?;
+        let start_unix = capstan_disrupt::time::parse_rfc3339(&self.start).ok_or_else(|| {
+            (
+                "start".to_string(),
+                format!("{:?} is not RFC 3339", self.start),
+            )
+        })?;
         if self.node_pools.is_empty() {
             return Err(("nodePools".into(), "a scenario needs a NodePool".into()));
         }
@@ -421,7 +425,10 @@ impl Scenario {
         let fl = &self.faults;
         for (i, o) in fl.capacity_outages.iter().enumerate() {
             dur(&o.at, &format!("faults.capacityOutages[{i}].at"))?;
-            dur(&o.duration, &format!("faults.capacityOutages[{i}].duration"))?;
+            dur(
+                &o.duration,
+                &format!("faults.capacityOutages[{i}].duration"),
+            )?;
         }
         for (i, s) in fl.interruption_storms.iter().enumerate() {
             dur(&s.at, &format!("faults.interruptionStorms[{i}].at"))?;

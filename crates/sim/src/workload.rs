@@ -6,8 +6,8 @@ use crate::scenario::{Compiled, HpaSpec, Traffic, Workload, seconds};
 use capstan_hpa::keda::{ScaledObject, ScalerState};
 use capstan_hpa::signal::Pipeline;
 use capstan_hpa::{
-    ContainerInfo, ControllerConfig, History, HorizontalPodAutoscalerSpec, Metrics, Phase,
-    PodInfo, Tick,
+    ContainerInfo, ControllerConfig, History, HorizontalPodAutoscalerSpec, Metrics, Phase, PodInfo,
+    Tick,
 };
 use capstan_model::pdb::{IntOrPercent, Pdb};
 use capstan_model::pod::{InclusionPolicy, PodPhase, TopologySpread, WhenUnsatisfiable};
@@ -96,8 +96,9 @@ impl WorkloadState {
         req.cpu = milli(&spec.cpu);
         req.memory = bytes(&spec.memory);
         req.pods = 1;
-        let labels_map: BTreeMap<String, String> =
-            [("app".to_string(), spec.name.clone())].into_iter().collect();
+        let labels_map: BTreeMap<String, String> = [("app".to_string(), spec.name.clone())]
+            .into_iter()
+            .collect();
         let selector = LabelSelector::from_match_labels(&labels_map);
         let mut spread = Vec::new();
         match spec.spread.as_deref() {

@@ -172,7 +172,10 @@ impl FakeCloud {
             NonZeroU32::new(config.api.rate_per_second.max(1)).expect("at least 1"),
         )
         .allow_burst(NonZeroU32::new(config.api.burst.max(1)).expect("at least 1"));
-        let limiter = governor::RateLimiter::direct_with_clock(quota, capstan_cloud::GovernorClock(clock.clone()));
+        let limiter = governor::RateLimiter::direct_with_clock(
+            quota,
+            capstan_cloud::GovernorClock(clock.clone()),
+        );
         FakeCloud {
             inner: Arc::new(Inner {
                 config,
