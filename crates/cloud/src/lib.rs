@@ -199,10 +199,18 @@ pub trait CloudProvider: Send + Sync {
     ) -> impl Future<Output = Result<Option<Drift>, CloudError>> + Send;
     /// Node conditions that mean the node should be replaced.
     fn repair_policies(&self) -> Vec<RepairPolicy>;
-    /// Interruption events emitted since the last call, oldest first.
+    /// Interruption events not yet acknowledged, oldest first. As with an SQS queue, a
+    /// delivered event becomes invisible for a while and is delivered again unless
+    /// [`CloudProvider::ack_interruptions`] acknowledges it, so a controller that crashes or
+    /// loses its lease while handling one loses nothing.
     fn interruptions(
         &self,
     ) -> impl Future<Output = Result<Vec<InterruptionEvent>, CloudError>> + Send;
+    /// Acknowledges handled events: they are not delivered again.
+    fn ack_interruptions(
+        &self,
+        events: &[InterruptionEvent],
+    ) -> impl Future<Output = Result<(), CloudError>> + Send;
 }
 
 /// A source of time. Providers and the controller read time only through this, so the

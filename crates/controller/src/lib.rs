@@ -244,6 +244,10 @@ pub struct Controller<A: ClusterApi, C: CloudProvider> {
     claim_seq: u64,
 }
 
+/// Seconds before an interruption deadline (beyond the pods' grace periods) at which capstan
+/// stops waiting for PDBs and deletes the pods left on the node.
+pub const DEADLINE_MARGIN: f64 = 10.0;
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -734,18 +738,26 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             return;
         }
         let by_provider = self.claims_by_provider();
+        // Events are acknowledged once handled; the rest come back (to whoever leads then).
+        let mut handled: Vec<InterruptionEvent> = Vec::new();
         for ev in events {
+            if self.term.is_none() {
+                break;
+            }
             let Some(claim) = by_provider.get(ev.provider_id()).cloned() else {
+                handled.push(ev);
                 continue;
             };
             let Some((_, c)) = self.cache.claims.get(&claim) else {
+                handled.push(ev);
                 continue;
             };
             if c.deleting() {
+                handled.push(ev);
                 continue;
             }
             let c = c.clone();
-            match ev {
+            let done = match ev.clone() {
                 InterruptionEvent::SpotInterruptionWarning { reclaim_at, .. } => {
                     self.record(
                         now,
@@ -754,7 +766,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                             event: "SpotInterruption".into(),
                         },
                     );
-                    self.replace_interrupted(now, &c, secs(reclaim_at)).await;
+                    self.replace_interrupted(now, &c, secs(reclaim_at)).await
                 }
                 InterruptionEvent::ScheduledMaintenance { when, .. } => {
                     self.record(
@@ -764,7 +776,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                             event: "ScheduledMaintenance".into(),
                         },
                     );
-                    self.replace_interrupted(now, &c, secs(when)).await;
+                    self.replace_interrupted(now, &c, secs(when)).await
                 }
                 InterruptionEvent::StateChange { state, .. } => {
                     if matches!(
@@ -779,14 +791,19 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                             },
                         );
                         self.begin_deletion(now, &claim, "InstanceTerminated", Some(now))
-                            .await;
+                            .await
+                    } else {
+                        true
                     }
                 }
                 InterruptionEvent::RebalanceRecommendation { .. } => {
+                    // Best effort: a recommendation is not retried.
                     let Some(node) = c.status.node_name.clone() else {
+                        handled.push(ev);
                         continue;
                     };
                     if self.in_progress.is_some() {
+                        handled.push(ev);
                         continue;
                     }
                     let types = self.instance_types(now).await;
@@ -810,14 +827,23 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                         );
                         self.execute(now, &cmd, &types).await;
                     }
+                    true
                 }
+            };
+            if done {
+                handled.push(ev);
+            }
+        }
+        if !handled.is_empty() {
+            if let Err(e) = self.cloud.ack_interruptions(&handled).await {
+                tracing::warn!(error = %e, "acknowledging interruption events failed");
             }
         }
     }
 
     /// Pre-launches replacements for an interrupted node and starts its drain, to finish
     /// before `deadline`.
-    async fn replace_interrupted(&mut self, now: f64, claim: &NodeClaim, deadline: f64) {
+    async fn replace_interrupted(&mut self, now: f64, claim: &NodeClaim, deadline: f64) -> bool {
         if let Some(node) = claim.status.node_name.clone() {
             let types = self.instance_types(now).await;
             let (infos, pods, pdbs, pools, ds) = self.disruption_inputs(&types);
@@ -837,7 +863,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             }
         }
         self.begin_deletion(now, &claim.name, "Interrupted", Some(deadline))
-            .await;
+            .await
     }
 
     async fn launch_replacement(
@@ -1168,7 +1194,17 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                     .and_then(|p| p.termination_grace_period_seconds)
                     .map(|g| g as f64);
                 let since = c.status.deleting_since.unwrap_or(now);
-                let forced = grace.is_some_and(|g| now - since >= g);
+                // The cloud takes the node at its deadline whatever the PDBs say: as the
+                // kubelet's graceful node shutdown does, delete the pods still there in time
+                // for their grace period, rather than let them be killed.
+                let longest_grace = pending
+                    .iter()
+                    .map(|p| p.termination_grace_seconds.unwrap_or(30).max(0) as f64)
+                    .fold(0.0, f64::max);
+                let forced = grace.is_some_and(|g| now - since >= g)
+                    || c.status
+                        .deadline
+                        .is_some_and(|d| now >= d - longest_grace - DEADLINE_MARGIN);
                 let fence = self.fence();
                 // Lowest priority first, as kubectl drain and Karpenter do.
                 let mut order = pending;

@@ -175,6 +175,9 @@ impl CloudProvider for SimCloud {
     async fn interruptions(&self) -> Result<Vec<InterruptionEvent>, CloudError> {
         self.inner.interruptions().await
     }
+    async fn ack_interruptions(&self, events: &[InterruptionEvent]) -> Result<(), CloudError> {
+        self.inner.ack_interruptions(events).await
+    }
 }
 
 /// A fault at a time.
@@ -245,6 +248,8 @@ struct Sim {
     /// (when, $ per millicore-hour, $ per byte-hour) for the cost lower bound.
     unit_prices: Option<(f64, f64, f64)>,
     disrupting: BTreeSet<String>,
+    /// Nodes whose instance the cloud will take (interruption warnings, maintenance).
+    doomed_nodes: BTreeSet<String>,
     node_pool: BTreeMap<String, String>,
 }
 
@@ -500,6 +505,7 @@ impl Sim {
             last_flush: 0.0,
             unit_prices: None,
             disrupting: BTreeSet::new(),
+            doomed_nodes: BTreeSet::new(),
             node_pool: BTreeMap::new(),
             opts,
             sc,
@@ -1026,6 +1032,16 @@ impl Sim {
                 if event == "SpotInterruption" {
                     self.summary.spot_interruptions += 1;
                 }
+                if event != "RebalanceRecommendation" {
+                    if let Some(n) = self
+                        .view
+                        .claims
+                        .get(&claim)
+                        .and_then(|(_, c)| c.status.node_name.clone())
+                    {
+                        self.doomed_nodes.insert(n);
+                    }
+                }
                 self.event(t, "interruption", format!("{claim}: {event}"));
             }
             Action::Disrupting {
@@ -1147,7 +1163,13 @@ impl Sim {
                     self.pending_durations.push(now - t.created);
                 }
             }
-            if how == Removal::DeletedByController && self.api.pdb_blocks(&p) {
+            // Deleting pods from a node the cloud is about to take is not a voluntary
+            // disruption: they would die there anyway.
+            let doomed = p
+                .node_name
+                .as_ref()
+                .is_some_and(|n| self.doomed_nodes.contains(n));
+            if how == Removal::DeletedByController && !doomed && self.api.pdb_blocks(&p) {
                 self.summary.pdb_violations += 1;
                 self.event(
                     now,

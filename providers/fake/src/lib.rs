@@ -91,6 +91,8 @@ struct State {
     timeline: BTreeMap<(Duration, u64), (Scheduled, String)>,
     seq: u64,
     pending_events: Vec<InterruptionEvent>,
+    /// Delivered, unacknowledged events and when they become visible again.
+    inflight: Vec<(Duration, InterruptionEvent)>,
     /// Instances that started running or stopped, for [`FakeCloud::take_transitions`].
     transitions: Vec<Transition>,
     image: u64,
@@ -729,9 +731,32 @@ impl CloudProvider for FakeCloud {
         let now = self.inner.clock.now();
         let mut st = self.inner.state.lock().expect("fake cloud state");
         self.advance(&mut st, now);
-        Ok(std::mem::take(&mut st.pending_events))
+        let mut out = Vec::new();
+        for (visible_at, e) in &mut st.inflight {
+            if *visible_at <= now {
+                *visible_at = now + VISIBILITY_TIMEOUT;
+                out.push(e.clone());
+            }
+        }
+        let fresh = std::mem::take(&mut st.pending_events);
+        for e in &fresh {
+            st.inflight.push((now + VISIBILITY_TIMEOUT, e.clone()));
+        }
+        out.extend(fresh);
+        out.sort_by_key(|e| e.at());
+        Ok(out)
+    }
+
+    async fn ack_interruptions(&self, events: &[InterruptionEvent]) -> Result<(), CloudError> {
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        st.inflight.retain(|(_, e)| !events.contains(e));
+        Ok(())
     }
 }
+
+/// How long a delivered interruption event stays invisible before it is delivered again
+/// (an SQS queue's visibility timeout).
+pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests;

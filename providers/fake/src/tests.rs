@@ -191,7 +191,9 @@ fn the_interruption_warning_precedes_reclamation_by_exactly_two_minutes() {
     let mut rebalance = None;
     for _ in 0..(30 * 24 * 60) {
         clock.advance(Duration::from_secs(1));
-        for e in block_on(c.interruptions()).unwrap() {
+        let evs = block_on(c.interruptions()).unwrap();
+        block_on(c.ack_interruptions(&evs)).unwrap();
+        for e in evs {
             match e {
                 InterruptionEvent::SpotInterruptionWarning { at, reclaim_at, .. } => {
                     assert_eq!(reclaim_at, at + SPOT_WARNING);
@@ -387,7 +389,9 @@ fn fingerprint(seed: u64) -> Vec<String> {
     }
     for _ in 0..(48 * 60) {
         clock.advance(Duration::from_secs(60));
-        for e in block_on(c.interruptions()).unwrap() {
+        let evs = block_on(c.interruptions()).unwrap();
+        block_on(c.ack_interruptions(&evs)).unwrap();
+        for e in evs {
             out.push(format!("{e:?}"));
         }
     }
@@ -419,6 +423,7 @@ fn scheduled_maintenance_gives_notice_then_retires_the_instance() {
     assert!(
         matches!(ev[..], [InterruptionEvent::ScheduledMaintenance { when, .. }] if when == Duration::from_secs(3600))
     );
+    block_on(c.ack_interruptions(&ev)).unwrap();
     clock.set(Duration::from_secs(3600));
     let ev = block_on(c.interruptions()).unwrap();
     let states: Vec<InstanceState> = ev
@@ -452,7 +457,9 @@ fn configured_maintenance_retires_some_instances_with_notice() {
     let mut notices = BTreeMap::new();
     for _ in 0..(10 * 24) {
         clock.advance(Duration::from_secs(3600));
-        for e in block_on(c.interruptions()).unwrap() {
+        let evs = block_on(c.interruptions()).unwrap();
+        block_on(c.ack_interruptions(&evs)).unwrap();
+        for e in evs {
             match e {
                 InterruptionEvent::ScheduledMaintenance {
                     provider_id,
@@ -483,5 +490,29 @@ fn configured_maintenance_retires_some_instances_with_notice() {
         notices.len() >= 5,
         "most of ten instances retire within ten days at 30/month: {}",
         notices.len()
+    );
+}
+
+#[test]
+fn an_unacknowledged_interruption_is_delivered_again_after_the_visibility_timeout() {
+    let (c, clock) = cloud(1);
+    let i = block_on(c.create(&with_capacity_type(
+        request("m", &["m7i.large"]),
+        "on-demand",
+    )))
+    .unwrap();
+    c.schedule_maintenance(&i.provider_id, Duration::from_secs(3600))
+        .unwrap();
+    let first = block_on(c.interruptions()).unwrap();
+    assert_eq!(first.len(), 1);
+    assert!(block_on(c.interruptions()).unwrap().is_empty(), "invisible");
+    clock.advance(crate::VISIBILITY_TIMEOUT);
+    let again = block_on(c.interruptions()).unwrap();
+    assert_eq!(again, first);
+    block_on(c.ack_interruptions(&again)).unwrap();
+    clock.advance(crate::VISIBILITY_TIMEOUT * 2);
+    assert!(
+        block_on(c.interruptions()).unwrap().is_empty(),
+        "acknowledged"
     );
 }
