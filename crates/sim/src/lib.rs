@@ -248,6 +248,8 @@ struct Sim {
     /// (when, $ per millicore-hour, $ per byte-hour) for the cost lower bound.
     unit_prices: Option<(f64, f64, f64)>,
     disrupting: BTreeSet<String>,
+    /// When capacity last came back after an outage.
+    capacity_back_at: f64,
     /// Nodes whose instance the cloud will take (interruption warnings, maintenance).
     doomed_nodes: BTreeSet<String>,
     node_pool: BTreeMap<String, String>,
@@ -505,6 +507,7 @@ impl Sim {
             last_flush: 0.0,
             unit_prices: None,
             disrupting: BTreeSet::new(),
+            capacity_back_at: 0.0,
             doomed_nodes: BTreeSet::new(),
             node_pool: BTreeMap::new(),
             opts,
@@ -622,6 +625,7 @@ impl Sim {
                     for key in keys {
                         self.cloud.inner.set_capacity(key, capacity);
                     }
+                    self.capacity_back_at = now;
                     self.event(now, "fault", "capacity restored".into());
                 }
                 Fault::Storm { fraction } => {
@@ -1323,7 +1327,8 @@ impl Sim {
         for (k, t) in &self.pods {
             if t.bound.is_none() {
                 self.pending_durations.push(now - t.created);
-                if now - t.created > STUCK_SECONDS {
+                // A pod has had its chance once capacity has been back a while.
+                if now - t.created.max(self.capacity_back_at) > STUCK_SECONDS {
                     if let Some(p) = self.api.pod(k) {
                         stuck_candidates.push(Pod::clone(&p));
                     }
@@ -1332,13 +1337,21 @@ impl Sim {
         }
         if !stuck_candidates.is_empty() {
             let pools: Vec<NodePool> = self.sc.nodepools.clone();
+            // What the cloud offers now, with its availability.
+            let mut offered: BTreeMap<String, InstanceType> = BTreeMap::new();
+            for pool in &pools {
+                for t in self.cloud.inner.instance_types(pool).await.unwrap_or_default() {
+                    offered.entry(t.name.clone()).or_insert(t);
+                }
+            }
+            let offered: Vec<InstanceType> = offered.into_values().collect();
             for p in &stuck_candidates {
                 let plan = capstan_sched::solve(
                     capstan_sched::SolveInput {
                         snapshot: &Default::default(),
                         pending: std::slice::from_ref(p),
                         nodepools: &pools,
-                        instance_types: &self.types,
+                        instance_types: &offered,
                     },
                     &Default::default(),
                 );
