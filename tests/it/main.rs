@@ -5,3 +5,4 @@ mod cloud;
 mod consolidate;
 mod hpa;
 mod plan;
+mod simulate;

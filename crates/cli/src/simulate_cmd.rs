@@ -32,7 +32,15 @@ pub fn summary_json(s: &Summary) -> String {
 /// Runs one seed; `progress` receives simulated seconds.
 pub fn run_one(sc: &Compiled, seed: u64, faults: bool, progress: &mut dyn FnMut(f64)) -> Outcome {
     let started = std::time::Instant::now();
-    let mut o = capstan_sim::run(sc, &Options { seed, faults }, progress);
+    let mut o = capstan_sim::run(
+        sc,
+        &Options {
+            seed,
+            faults,
+            ..Default::default()
+        },
+        progress,
+    );
     o.summary.wall_seconds = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     o
 }
@@ -93,7 +101,12 @@ pub fn run_seeds(
                     if seed >= first + n {
                         break;
                     }
-                    let o = capstan_sim::run(sc, &Options { seed, faults }, &mut |_| {});
+                    let opts = Options {
+                        seed,
+                        faults,
+                        ..Default::default()
+                    };
+                    let o = capstan_sim::run(sc, &opts, &mut |_| {});
                     results.lock().expect("results").push(o.summary);
                     done();
                 }

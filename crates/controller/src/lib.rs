@@ -248,6 +248,14 @@ pub struct Controller<A: ClusterApi, C: CloudProvider> {
 /// stops waiting for PDBs and deletes the pods left on the node.
 pub const DEADLINE_MARGIN: f64 = 10.0;
 
+/// Exponential backoff with "equal jitter": the delay for `attempts` is half fixed, half
+/// random (`r` in [0, 1)), within `base · 2^attempts` capped at `max` — so retries of many
+/// claims neither stampede nor stall.
+pub fn jittered_backoff(base: f64, max: f64, attempts: u32, r: f64) -> f64 {
+    let cap = (base * 2f64.powi(attempts.min(30) as i32)).min(max);
+    cap / 2.0 + r * cap / 2.0
+}
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -933,10 +941,13 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
     }
 
     fn backoff(&mut self, attempts: u32) -> f64 {
-        let cap = (self.config.backoff_base * 2f64.powi(attempts.min(30) as i32))
-            .min(self.config.backoff_max);
-        // "Equal jitter": half fixed, half random, so retries neither stampede nor stall.
-        cap / 2.0 + self.rng.random::<f64>() * cap / 2.0
+        let r: f64 = self.rng.random();
+        jittered_backoff(
+            self.config.backoff_base,
+            self.config.backoff_max,
+            attempts,
+            r,
+        )
     }
 
     async fn launch(&mut self, now: f64, c: NodeClaim) {
@@ -1764,5 +1775,27 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                 .await;
         }
         self.provider_drift.retain(|p, _| live.contains(p));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_attempt_within_jitter_and_stops_at_the_cap() {
+        // (attempts, r, expected)
+        let cases = [
+            (1, 0.0, 1.0),
+            (1, 0.999_999, 2.0),
+            (3, 0.5, 6.0),
+            (10, 0.0, 150.0),
+            (10, 0.999_999, 300.0),
+            (40, 0.5, 225.0),
+        ];
+        for (attempts, r, want) in cases {
+            let got = jittered_backoff(1.0, 300.0, attempts, r);
+            assert!((got - want).abs() < 1e-3, "{attempts} {r}: {got} != {want}");
+        }
     }
 }

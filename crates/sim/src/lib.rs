@@ -36,11 +36,24 @@ use std::time::Duration;
 use workload::WorkloadState;
 
 /// How a run goes.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Options {
     pub seed: u64,
     /// Add random faults drawn from the seed.
     pub faults: bool,
+    /// capstan controller processes (one leads, the others stand by); 0 runs the world
+    /// without capstan, to see what it would do alone.
+    pub replicas: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            seed: 1,
+            faults: false,
+            replicas: 2,
+        }
+    }
 }
 
 /// The run's figures (`summary.json`). Field order is fixed, so the file is byte-for-byte
@@ -204,7 +217,6 @@ enum Fault {
 
 type Ctl = Controller<InMemoryApi, SimCloud>;
 
-const REPLICAS: usize = 2;
 /// Seconds between the kubelet registering a node and its agents removing startup taints.
 const STARTUP_TAINT_SECONDS: f64 = 5.0;
 /// A pod pending this long at the end, that fits somewhere, breaks an invariant.
@@ -486,9 +498,9 @@ impl Sim {
             api,
             cloud,
             controllers: Vec::new(),
-            incarnation: vec![0; REPLICAS],
-            paused_until: vec![0.0; REPLICAS],
-            stale_write_due: vec![false; REPLICAS],
+            incarnation: vec![0; opts.replicas],
+            paused_until: vec![0.0; opts.replicas],
+            stale_write_due: vec![false; opts.replicas],
             view: Cache::default(),
             workloads,
             pods: BTreeMap::new(),
@@ -513,7 +525,7 @@ impl Sim {
             opts,
             sc,
         };
-        for i in 0..REPLICAS {
+        for i in 0..sim.opts.replicas {
             let c = sim.new_controller(i);
             sim.controllers.push(Some(c));
         }
@@ -660,7 +672,9 @@ impl Sim {
                     );
                 }
                 Fault::Crash => {
-                    let leader = self.leader().unwrap_or(0);
+                    let Some(leader) = self.leader() else {
+                        continue;
+                    };
                     self.incarnation[leader] += 1;
                     self.summary.controller_restarts += 1;
                     let c = self.new_controller(leader);
@@ -708,7 +722,8 @@ impl Sim {
 
     fn leader(&self) -> Option<usize> {
         let lease = self.api.lease()?;
-        (0..REPLICAS).find(|&i| lease.holder == format!("capstan-{i}-{}", self.incarnation[i]))
+        (0..self.opts.replicas)
+            .find(|&i| lease.holder == format!("capstan-{i}-{}", self.incarnation[i]))
     }
 
     // ------------------------------------------------------------------ kubelet
@@ -981,7 +996,7 @@ impl Sim {
     // ------------------------------------------------------------------ controllers
 
     async fn controllers(&mut self, now: f64) {
-        for i in 0..REPLICAS {
+        for i in 0..self.opts.replicas {
             if now < self.paused_until[i] {
                 continue;
             }
@@ -1340,7 +1355,13 @@ impl Sim {
             // What the cloud offers now, with its availability.
             let mut offered: BTreeMap<String, InstanceType> = BTreeMap::new();
             for pool in &pools {
-                for t in self.cloud.inner.instance_types(pool).await.unwrap_or_default() {
+                for t in self
+                    .cloud
+                    .inner
+                    .instance_types(pool)
+                    .await
+                    .unwrap_or_default()
+                {
                     offered.entry(t.name.clone()).or_insert(t);
                 }
             }
@@ -1377,3 +1398,6 @@ impl Sim {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 /// The built-in scenario `capstan simulate` runs with no `--scenario`.
 pub const DEFAULT: &str = include_str!("../scenarios/default.yaml");
+/// Three busy hours for `--seeds N --faults` runs.
+pub const FAULTS: &str = include_str!("../scenarios/faults.yaml");
 /// A 1,000-node day (30,000+ pods at peak), for the scale benchmark.
 pub const LARGE: &str = include_str!("../scenarios/large.yaml");
 
@@ -482,7 +484,7 @@ mod tests {
 
     #[test]
     fn the_built_in_scenarios_parse() {
-        for (name, text) in [("default", DEFAULT), ("large", LARGE)] {
+        for (name, text) in [("default", DEFAULT), ("large", LARGE), ("faults", FAULTS)] {
             let c = Scenario::parse(name, text).unwrap_or_else(|e| panic!("{e}"));
             assert!(c.duration > 0.0);
         }
