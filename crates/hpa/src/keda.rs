@@ -103,7 +103,7 @@ impl ScaledObject {
         };
         let mut next = ScalerState {
             idle_for,
-            hpa: state.hpa.clone(),
+            hpa: state.hpa.aged(elapsed),
         };
         if current == 0 {
             if active {
@@ -144,7 +144,7 @@ impl ScaledObject {
             current_replicas: current,
             status_replicas: current,
             metrics,
-            history: state.hpa.clone(),
+            history: next.hpa.clone(),
             controller: controller.clone(),
             ..Default::default()
         };

@@ -212,6 +212,21 @@ impl Conditions {
 }
 
 /// Formats milli-units as a Kubernetes quantity string.
+impl History {
+    /// The history as the next tick sees it, `elapsed` seconds later: every instant moves
+    /// `elapsed` further into the past (times are relative to the tick).
+    pub fn aged(&self, elapsed: f64) -> History {
+        let mut h = self.clone();
+        for r in h.recommendations.iter_mut().flatten() {
+            r.at -= elapsed;
+        }
+        for e in h.scale_up_events.iter_mut().chain(&mut h.scale_down_events) {
+            e.at -= elapsed;
+        }
+        h
+    }
+}
+
 pub fn milli_string(v: i64) -> String {
     if v % 1000 == 0 {
         format!("{}", v / 1000)
@@ -327,3 +342,32 @@ pub fn decide(tick: &Tick) -> Decision {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod history_tests {
+    use super::*;
+
+    #[test]
+    fn an_aged_history_moves_every_instant_into_the_past() {
+        let h = History {
+            recommendations: Some(vec![Recommendation {
+                at: -10.0,
+                replicas: 3,
+            }]),
+            scale_up_events: vec![ScaleEvent {
+                at: 0.0,
+                change: 2,
+                outdated: false,
+            }],
+            scale_down_events: vec![ScaleEvent {
+                at: -5.0,
+                change: 1,
+                outdated: false,
+            }],
+        };
+        let a = h.aged(15.0);
+        assert_eq!(a.recommendations.unwrap()[0].at, -25.0);
+        assert_eq!(a.scale_up_events[0].at, -15.0);
+        assert_eq!(a.scale_down_events[0].at, -20.0);
+    }
+}

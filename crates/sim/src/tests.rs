@@ -146,3 +146,14 @@ fn a_stalled_leader_that_writes_after_losing_its_lease_is_fenced_and_duplicates_
         assert_eq!(lease.holder, "b");
     });
 }
+
+#[test]
+fn replicas_follow_traffic_up_into_the_spike_and_down_in_the_lull() {
+    // The faults scenario spikes at 30–45 min and lulls from 1h30m.
+    let sc = short(125);
+    let o = run(&sc, &Options::default(), &mut |_| {});
+    let web = o.workloads.iter().position(|w| w == "web").unwrap();
+    let at = |minute: usize| o.samples[minute - 1].replicas[web];
+    assert!(at(44) > at(20), "spike: {} vs {}", at(44), at(20));
+    assert!(at(124) < at(44) / 2, "lull: {} vs {}", at(124), at(44));
+}

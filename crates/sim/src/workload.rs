@@ -259,19 +259,20 @@ impl WorkloadState {
         let req = self.template.requests.cpu;
         for (name, ready, start, ready_at) in pods {
             // metrics-server has a sample for a pod that has been running a scrape or more.
+            // The HPA's times are relative to the tick.
             if let Some((v, ts)) = sample {
                 if *start <= ts - pipeline.scrape_interval {
                     cpu.insert(name.clone(), v.round() as i64);
                 }
-                metrics.timestamp = ts;
+                metrics.timestamp = ts - t;
             }
             infos.push(PodInfo {
                 name: name.clone(),
                 phase: Phase::Running,
                 ready: Some(*ready),
                 deleting: false,
-                start: *start,
-                ready_transition: *ready_at,
+                start: *start - t,
+                ready_transition: if *ready { *ready_at - t } else { *start - t },
                 containers: vec![ContainerInfo {
                     name: "app".into(),
                     requests: [("cpu".to_string(), req)].into_iter().collect(),
@@ -286,11 +287,19 @@ impl WorkloadState {
             status_replicas: pods.len() as i32,
             pods: infos,
             metrics,
-            history: self.history.clone(),
+            history: self.history.aged(elapsed),
             recommendation: None,
             controller,
         };
         let d = capstan_hpa::decide(&tick);
+        tracing::debug!(
+            workload = %self.spec.name,
+            t,
+            current = self.desired,
+            desired = d.desired_replicas,
+            metrics = ?d.metrics.iter().map(|m| (m.utilization, m.replicas, m.error.clone())).collect::<Vec<_>>(),
+            "hpa"
+        );
         self.history = d.history;
         (d.desired_replicas != self.desired).then(|| {
             self.desired = d.desired_replicas;
