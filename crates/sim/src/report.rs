@@ -12,6 +12,8 @@ const W: f64 = 1100.0;
 const H: f64 = 260.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
+/// The timeline's rows are labelled on the left.
+const TIMELINE_LEFT: f64 = 140.0;
 const TOP: f64 = 30.0;
 const BOTTOM: f64 = 40.0;
 const COLORS: [&str; 8] = [
@@ -175,25 +177,25 @@ fn timeline(o: &Outcome, hours_max: f64) -> String {
     ];
     let row = 22.0;
     let h = TOP + row * kinds.len() as f64 + BOTTOM;
-    let pw = W - LEFT - 40.0;
+    let pw = W - TIMELINE_LEFT - 40.0;
     let x_max = hours_max.max(1e-9);
     let mut out = String::new();
     let _ = write!(
         out,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" role="img" aria-label="Event timeline"><rect x="0" y="0" width="{W}" height="{h}" fill="#fff"/><text x="{LEFT}" y="18" font-family="sans-serif" font-size="14" font-weight="bold">Event timeline</text>"##
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" role="img" aria-label="Event timeline"><rect x="0" y="0" width="{W}" height="{h}" fill="#fff"/><text x="{TIMELINE_LEFT}" y="18" font-family="sans-serif" font-size="14" font-weight="bold">Event timeline</text>"##
     );
     for (i, (kind, color)) in kinds.iter().enumerate() {
         let y = TOP + row * i as f64 + row / 2.0;
         let count = o.events.iter().filter(|e| e.kind == *kind).count();
         let _ = write!(
             out,
-            r##"<text x="{:.1}" y="{:.1}" font-family="sans-serif" font-size="11" text-anchor="end">{kind} ({count})</text><line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/>"##,
-            LEFT - 6.0,
+            r##"<text x="{:.1}" y="{:.1}" font-family="sans-serif" font-size="11" text-anchor="end">{kind} ({count})</text><line x1="{TIMELINE_LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/>"##,
+            TIMELINE_LEFT - 6.0,
             y + 4.0,
-            LEFT + pw
+            TIMELINE_LEFT + pw
         );
         for e in o.events.iter().filter(|e| e.kind == *kind) {
-            let x = LEFT + (e.t / 3600.0) / x_max * pw;
+            let x = TIMELINE_LEFT + (e.t / 3600.0) / x_max * pw;
             let _ = write!(
                 out,
                 r#"<rect x="{:.1}" y="{:.1}" width="2" height="12" fill="{color}"><title>{:.0}s {}</title></rect>"#,
@@ -207,7 +209,7 @@ fn timeline(o: &Outcome, hours_max: f64) -> String {
     let mut x = 0.0;
     let step = if x_max > 12.0 { 3.0 } else { nice_step(x_max) };
     while x <= x_max + 1e-9 {
-        let px = LEFT + x / x_max * pw;
+        let px = TIMELINE_LEFT + x / x_max * pw;
         let _ = write!(
             out,
             r##"<text x="{px:.1}" y="{:.1}" font-family="sans-serif" font-size="11" text-anchor="middle">{}h</text>"##,
