@@ -29,6 +29,8 @@ pub struct Cache {
     pub pod_generation: u64,
     /// Bumped whenever a pod leaves a node (capacity freed).
     pub freed: u64,
+    /// Bumped by every change to a node.
+    pub node_generation: u64,
 }
 
 impl Cache {
@@ -87,6 +89,7 @@ impl Cache {
                 }
                 self.nodes.insert(key, (rv, n));
                 self.generation += 1;
+                self.node_generation += 1;
             }
             Object::NodeClaim(c) => {
                 self.claims.insert(key, (rv, c));
@@ -119,6 +122,7 @@ impl Cache {
                 self.pods.remove(key);
             }
             Kind::Node => {
+                self.node_generation += 1;
                 if let Some((_, n)) = self.nodes.remove(key) {
                     if let Some(pid) = &n.provider_id {
                         self.node_by_provider.remove(pid);

@@ -923,7 +923,7 @@ impl Sim {
         if self.view.pending.is_empty() {
             return;
         }
-        let capacity = (self.view.generation, self.view.freed);
+        let capacity = (self.view.node_generation, self.view.freed);
         if capacity != self.capacity_seen || now - self.last_flush >= 60.0 {
             self.capacity_seen = capacity;
             self.last_flush = now;
