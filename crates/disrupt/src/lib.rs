@@ -38,6 +38,9 @@ pub const DISRUPTED_TAINT: &str = "capstan.dev/disrupted";
 /// replacement does not just chase the single cheapest pool into the next interruption.
 pub const MIN_SPOT_OPTIONS: usize = 15;
 
+/// Single-node consolidation looks at this many candidates per evaluation at most.
+pub const SINGLE_NODE_ATTEMPTS: usize = 100;
+
 /// A node as the engine sees it.
 #[derive(Clone, Debug)]
 pub struct NodeInfo {
@@ -957,9 +960,11 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         out.commands.push(c);
         consolidated = true;
     }
-    // Single node: delete, or replace with one cheaper node.
+    // Single node: delete, or replace with one cheaper node — the cheapest-to-disrupt
+    // candidates first, at most `SINGLE_NODE_ATTEMPTS` of them per evaluation (Karpenter
+    // bounds this search with a timeout; a count keeps the engine deterministic).
     if !consolidated {
-        for &i in &candidates {
+        for &i in candidates.iter().take(SINGLE_NODE_ATTEMPTS) {
             let p = e.pool_of[i].expect("managed");
             if e.remaining_budget(p, Reason::Underutilized) <= 0 {
                 continue;

@@ -227,6 +227,16 @@ struct PodTimes {
     created: f64,
     bound: Option<f64>,
     ready_at: Option<f64>,
+    /// Counted in its workload's `ready`.
+    counted_ready: bool,
+}
+
+/// A workload's pods, kept up to date as they come and go (so a simulated second costs
+/// nothing per pod).
+#[derive(Default)]
+struct Members {
+    keys: BTreeSet<String>,
+    ready: usize,
 }
 
 struct Sim {
@@ -243,6 +253,9 @@ struct Sim {
     view: Cache,
     workloads: Vec<WorkloadState>,
     pods: BTreeMap<String, PodTimes>,
+    members: Vec<Members>,
+    /// Bound pods not yet Ready, by when they will be.
+    becoming_ready: BTreeSet<(u64, String)>,
     pending_durations: Vec<f64>,
     startup_taints: BTreeMap<String, f64>,
     faults: BTreeMap<(u64, u64), Fault>,
@@ -504,6 +517,10 @@ impl Sim {
             view: Cache::default(),
             workloads,
             pods: BTreeMap::new(),
+            members: (0..sc.scenario.workloads.len())
+                .map(|_| Members::default())
+                .collect(),
+            becoming_ready: BTreeSet::new(),
             pending_durations: Vec::new(),
             startup_taints: BTreeMap::new(),
             faults,
@@ -844,7 +861,7 @@ impl Sim {
             self.api.remove(Kind::Pod, &p.key());
             if !p.is_daemonset_pod() {
                 lost += 1;
-                self.pods.remove(&p.key());
+                self.forget_pod(&p.key());
             }
         }
         if lost > 0 {
@@ -856,29 +873,48 @@ impl Sim {
 
     // ------------------------------------------------------------------ workloads
 
+    /// Forgets a pod that left the cluster, keeping its workload's counts.
+    fn forget_pod(&mut self, key: &str) -> Option<PodTimes> {
+        let t = self.pods.remove(key)?;
+        let m = &mut self.members[t.workload];
+        m.keys.remove(key);
+        if t.counted_ready {
+            m.ready -= 1;
+        }
+        Some(t)
+    }
+
     async fn workloads(&mut self, now: f64) {
+        // Pods whose startup finished are Ready.
+        while let Some((at, key)) = self.becoming_ready.first().cloned() {
+            if at as f64 > now {
+                break;
+            }
+            self.becoming_ready.pop_first();
+            if let Some(t) = self.pods.get_mut(&key) {
+                if t.bound.is_some() && !t.counted_ready {
+                    t.counted_ready = true;
+                    self.members[t.workload].ready += 1;
+                }
+            }
+        }
         let minute = (now / 60.0) as u64;
         let rps = workload::rps(&self.sc.scenario.traffic, now)
             * workload::noise(self.opts.seed, minute, self.sc.scenario.traffic.noise);
         for w in 0..self.workloads.len() {
-            // (key, ready, start, ready_at) of the workload's live pods.
-            let mut live: Vec<(String, bool, f64, f64)> = Vec::new();
-            let mut pending: Vec<String> = Vec::new();
-            for (k, t) in self.pods.iter().filter(|(_, t)| t.workload == w) {
-                match (t.bound, t.ready_at) {
-                    (Some(b), Some(r)) => live.push((k.clone(), r <= now, b, r)),
-                    _ => pending.push(k.clone()),
+            let ready = self.members[w].ready;
+            self.workloads[w].tick(&self.sc, now, rps, ready);
+            if self.workloads[w].autoscale_due(now) {
+                // (key, ready, start, ready_at) of the workload's bound pods.
+                let live = self.live_pods(w, now);
+                let st = &mut self.workloads[w];
+                if let Some(n) = st.autoscale(now, &live) {
+                    let name = st.spec.name.clone();
+                    self.event(now, "scale", format!("{name} → {n} replicas"));
                 }
             }
-            let ready = live.iter().filter(|p| p.1).count();
-            let st = &mut self.workloads[w];
-            st.tick(&self.sc, now, rps, ready);
-            if let Some(n) = st.autoscale(now, &live) {
-                let name = st.spec.name.clone();
-                self.event(now, "scale", format!("{name} → {n} replicas"));
-            }
             let desired = self.workloads[w].desired.max(0) as usize;
-            let have = live.len() + pending.len();
+            let have = self.members[w].keys.len();
             if have < desired {
                 for _ in have..desired {
                     let p = self.workloads[w].new_pod();
@@ -889,20 +925,28 @@ impl Sim {
                             created: now,
                             bound: None,
                             ready_at: None,
+                            counted_ready: false,
                         },
                     );
+                    self.members[w].keys.insert(p.key());
                     self.summary.pods_created += 1;
                     self.api.put(Object::Pod(Arc::new(p)));
                 }
             } else if have > desired {
                 // The ReplicaSet controller removes unscheduled pods first, then unready,
                 // then the newest.
-                let mut victims: Vec<String> = pending.iter().rev().cloned().collect();
-                let mut rest = live.clone();
+                let pending: Vec<String> = self.members[w]
+                    .keys
+                    .iter()
+                    .filter(|k| self.pods.get(*k).is_some_and(|t| t.bound.is_none()))
+                    .cloned()
+                    .collect();
+                let mut victims: Vec<String> = pending.into_iter().rev().collect();
+                let mut rest = self.live_pods(w, now);
                 rest.sort_by(|a, b| a.1.cmp(&b.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
                 victims.extend(rest.into_iter().map(|p| p.0));
                 for k in victims.into_iter().take(have - desired) {
-                    if let Some(t) = self.pods.remove(&k) {
+                    if let Some(t) = self.forget_pod(&k) {
                         if t.bound.is_none() {
                             self.pending_durations.push(now - t.created);
                         }
@@ -911,6 +955,21 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// (key, ready, start, ready_at) of a workload's bound pods.
+    fn live_pods(&self, w: usize, now: f64) -> Vec<(String, bool, f64, f64)> {
+        self.members[w]
+            .keys
+            .iter()
+            .filter_map(|k| {
+                let t = self.pods.get(k)?;
+                match (t.bound, t.ready_at) {
+                    (Some(b), Some(r)) => Some((k.clone(), r <= now, b, r)),
+                    _ => None,
+                }
+            })
+            .collect()
     }
 
     // ------------------------------------------------------------------ kube-scheduler
@@ -940,7 +999,7 @@ impl Sim {
         if pending.is_empty() {
             return;
         }
-        let snapshot = capstan_sched::Snapshot {
+        let mut snapshot = capstan_sched::Snapshot {
             nodes: self
                 .view
                 .nodes
@@ -948,16 +1007,34 @@ impl Sim {
                 .filter(|(_, n)| n.ready)
                 .map(|(_, n)| n.clone())
                 .collect(),
-            pods: self
-                .view
-                .pods_on
-                .values()
-                .flatten()
-                .filter_map(|k| self.view.pods.get(k))
-                .map(|(_, p)| p.clone())
-                .collect(),
             ..Default::default()
         };
+        // When no pending pod looks at other pods (spread, affinity, host ports) and no
+        // bound pod repels others, bound pods matter only by their requests.
+        let topology = pending.iter().any(|p| {
+            !p.spread.is_empty()
+                || !p.affinity.is_empty()
+                || !p.anti_affinity.is_empty()
+                || !p.preferred_affinity.is_empty()
+                || !p.preferred_anti_affinity.is_empty()
+                || !p.host_ports.is_empty()
+        }) || self
+            .view
+            .pods
+            .values()
+            .any(|(_, p)| !p.anti_affinity.is_empty());
+        for (node, keys) in &self.view.pods_on {
+            let pods = keys.iter().filter_map(|k| self.view.pods.get(k));
+            if topology {
+                snapshot.pods.extend(pods.map(|(_, p)| p.clone()));
+            } else {
+                let mut used = capstan_model::Resources::new();
+                for (_, p) in pods {
+                    used.add(&p.requests);
+                }
+                snapshot.used.insert(node.clone(), used);
+            }
+        }
         if snapshot.nodes.is_empty() {
             return;
         }
@@ -983,10 +1060,14 @@ impl Sim {
                 p.phase = PodPhase::Running;
                 let key = p.key();
                 if let Some(t) = self.pods.get_mut(&key) {
-                    t.bound = Some(now);
-                    let startup = self.workloads[t.workload].spec.startup_seconds;
-                    t.ready_at = Some(now + startup);
-                    self.pending_durations.push(now - t.created);
+                    if t.bound.is_none() {
+                        t.bound = Some(now);
+                        let startup = self.workloads[t.workload].spec.startup_seconds;
+                        t.ready_at = Some(now + startup);
+                        self.pending_durations.push(now - t.created);
+                        self.becoming_ready
+                            .insert(((now + startup).ceil() as u64, key.clone()));
+                    }
                 }
                 self.api.put(Object::Pod(Arc::new(p)));
             }
@@ -1177,7 +1258,7 @@ impl Sim {
     /// with pods still on them kill those pods.
     fn account_removals(&mut self, now: f64) {
         for (p, how) in self.api.take_removed() {
-            if let Some(t) = self.pods.remove(&p.key()) {
+            if let Some(t) = self.forget_pod(&p.key()) {
                 if t.bound.is_none() {
                     self.pending_durations.push(now - t.created);
                 }

@@ -217,6 +217,11 @@ impl WorkloadState {
         let _ = sc;
     }
 
+    /// Whether the autoscaler reconciles at `t`.
+    pub fn autoscale_due(&self, t: f64) -> bool {
+        t - self.last_scale >= SYNC_PERIOD && (self.hpa_spec.is_some() || self.scaled.is_some())
+    }
+
     /// Runs the autoscaler if it is due; returns the new spec.replicas when it changed.
     pub fn autoscale(&mut self, t: f64, pods: &[(String, bool, f64, f64)]) -> Option<i32> {
         if t - self.last_scale < SYNC_PERIOD {
