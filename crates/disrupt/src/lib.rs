@@ -537,12 +537,6 @@ impl<'a> Engine<'a> {
             daemonsets: input.daemonsets.to_vec(),
             ..Default::default()
         };
-        for (i, n) in input.nodes.iter().enumerate() {
-            if gone.contains(n.node.name.as_str()) || self.taken.contains(&i) || n.disrupting() {
-                continue;
-            }
-            snapshot.nodes.push(n.node.clone());
-        }
         let pending: Vec<Pod> = candidates
             .iter()
             .flat_map(|&c| self.movable_pods(c))
@@ -562,10 +556,33 @@ impl<'a> Engine<'a> {
                     || !p.preferred_anti_affinity.is_empty()
                     || !p.host_ports.is_empty()
             });
+        // The smallest pending pod, resource by resource: a node without room for it takes
+        // nothing.
+        let smallest = pending.iter().fold(None::<(i64, i64)>, |m, p| {
+            let (c, b) = (p.requests.cpu, p.requests.memory);
+            Some(m.map_or((c, b), |(mc, mb)| (mc.min(c), mb.min(b))))
+        });
         for (i, n) in input.nodes.iter().enumerate() {
             if gone.contains(n.node.name.as_str()) || self.taken.contains(&i) || n.disrupting() {
                 continue;
             }
+            let full = smallest.is_none_or(|(c, b)| {
+                let f = &self.free[i];
+                f.cpu < c || f.memory < b || f.pods < 1
+            });
+            if !topology && full {
+                // It takes none of the pods: leave it out, but keep it in NodePool limits.
+                if let Some(pool) = &n.nodepool {
+                    let cap = if n.node.capacity.is_zero() {
+                        n.node.allocatable.clone()
+                    } else {
+                        n.node.capacity.clone()
+                    };
+                    snapshot.counted.push((pool.clone(), cap));
+                }
+                continue;
+            }
+            snapshot.nodes.push(n.node.clone());
             if topology {
                 for &p in self.pods_on.get(n.node.name.as_str()).into_iter().flatten() {
                     snapshot.pods.push(input.pods[p].clone());

@@ -49,6 +49,10 @@ pub struct Snapshot {
     /// while no bound pod has required anti-affinity, may summarize bound pods here: only
     /// their resources matter then.
     pub used: BTreeMap<String, Resources>,
+    /// Machines left out of `nodes` (they can take none of the pending pods and nothing
+    /// pending looks at them) that still count against their NodePool's limits:
+    /// (NodePool, capacity).
+    pub counted: Vec<(String, Resources)>,
 }
 
 /// The order in which planned NodeClaims are tried for a pod.

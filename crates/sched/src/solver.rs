@@ -354,6 +354,14 @@ impl<'a> Solver<'a> {
                             .iter()
                             .filter(|c| c.nodepool == p.name)
                             .map(|c| &c.capacity),
+                    )
+                    .chain(
+                        input
+                            .snapshot
+                            .counted
+                            .iter()
+                            .filter(|(pool, _)| *pool == p.name)
+                            .map(|(_, c)| c),
                     );
                 for cap in used {
                     for (k, v) in left.iter_mut() {

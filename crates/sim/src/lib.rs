@@ -999,18 +999,9 @@ impl Sim {
         if pending.is_empty() {
             return;
         }
-        let mut snapshot = capstan_sched::Snapshot {
-            nodes: self
-                .view
-                .nodes
-                .values()
-                .filter(|(_, n)| n.ready)
-                .map(|(_, n)| n.clone())
-                .collect(),
-            ..Default::default()
-        };
         // When no pending pod looks at other pods (spread, affinity, host ports) and no
-        // bound pod repels others, bound pods matter only by their requests.
+        // bound pod repels others, bound pods matter only by their requests, and a node
+        // without room for the smallest pending pod can be left out.
         let topology = pending.iter().any(|p| {
             !p.spread.is_empty()
                 || !p.affinity.is_empty()
@@ -1023,8 +1014,21 @@ impl Sim {
             .pods
             .values()
             .any(|(_, p)| !p.anti_affinity.is_empty());
-        for (node, keys) in &self.view.pods_on {
-            let pods = keys.iter().filter_map(|k| self.view.pods.get(k));
+        let (min_cpu, min_mem) = pending.iter().fold((i64::MAX, i64::MAX), |(c, m), p| {
+            (c.min(p.requests.cpu), m.min(p.requests.memory))
+        });
+        let mut snapshot = capstan_sched::Snapshot::default();
+        for (name, (_, node)) in &self.view.nodes {
+            if !node.ready {
+                continue;
+            }
+            let pods = self
+                .view
+                .pods_on
+                .get(name)
+                .into_iter()
+                .flatten()
+                .filter_map(|k| self.view.pods.get(k));
             if topology {
                 snapshot.pods.extend(pods.map(|(_, p)| p.clone()));
             } else {
@@ -1032,8 +1036,17 @@ impl Sim {
                 for (_, p) in pods {
                     used.add(&p.requests);
                 }
-                snapshot.used.insert(node.clone(), used);
+                let a = &node.allocatable;
+                let max_pods = if a.pods == 0 { 110 } else { a.pods };
+                if a.cpu - used.cpu < min_cpu
+                    || a.memory - used.memory < min_mem
+                    || max_pods - used.pods < 1
+                {
+                    continue;
+                }
+                snapshot.used.insert(name.clone(), used);
             }
+            snapshot.nodes.push(node.clone());
         }
         if snapshot.nodes.is_empty() {
             return;
