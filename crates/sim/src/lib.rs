@@ -908,7 +908,7 @@ impl Sim {
                 // (key, ready, start, ready_at) of the workload's bound pods.
                 let live = self.live_pods(w, now);
                 let st = &mut self.workloads[w];
-                if let Some(n) = st.autoscale(now, &live) {
+                if let Some(n) = st.autoscale(now, live) {
                     let name = st.spec.name.clone();
                     self.event(now, "scale", format!("{name} → {n} replicas"));
                 }

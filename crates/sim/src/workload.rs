@@ -223,7 +223,7 @@ impl WorkloadState {
     }
 
     /// Runs the autoscaler if it is due; returns the new spec.replicas when it changed.
-    pub fn autoscale(&mut self, t: f64, pods: &[(String, bool, f64, f64)]) -> Option<i32> {
+    pub fn autoscale(&mut self, t: f64, pods: Vec<(String, bool, f64, f64)>) -> Option<i32> {
         if t - self.last_scale < SYNC_PERIOD {
             return None;
         }
@@ -262,22 +262,23 @@ impl WorkloadState {
         let mut cpu: BTreeMap<String, i64> = BTreeMap::new();
         let mut infos = Vec::with_capacity(pods.len());
         let req = self.template.requests.cpu;
+        let status_replicas = pods.len() as i32;
         for (name, ready, start, ready_at) in pods {
             // metrics-server has a sample for a pod that has been running a scrape or more.
             // The HPA's times are relative to the tick.
             if let Some((v, ts)) = sample {
-                if *start <= ts - pipeline.scrape_interval {
+                if start <= ts - pipeline.scrape_interval {
                     cpu.insert(name.clone(), v.round() as i64);
                 }
                 metrics.timestamp = ts - t;
             }
             infos.push(PodInfo {
-                name: name.clone(),
+                name,
                 phase: Phase::Running,
-                ready: Some(*ready),
+                ready: Some(ready),
                 deleting: false,
-                start: *start - t,
-                ready_transition: if *ready { *ready_at - t } else { *start - t },
+                start: start - t,
+                ready_transition: if ready { ready_at - t } else { start - t },
                 containers: vec![ContainerInfo {
                     name: "app".into(),
                     requests: [("cpu".to_string(), req)].into_iter().collect(),
@@ -289,7 +290,7 @@ impl WorkloadState {
         let tick = Tick {
             spec,
             current_replicas: self.desired,
-            status_replicas: pods.len() as i32,
+            status_replicas,
             pods: infos,
             metrics,
             history: self.history.aged(elapsed),
