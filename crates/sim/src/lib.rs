@@ -569,6 +569,9 @@ impl Sim {
         if let Some(v) = &c.disruption_interval {
             config.disruption_interval = seconds(v).unwrap_or(config.disruption_interval);
         }
+        if let Some(v) = &c.quiet_interval {
+            config.quiet_interval = seconds(v).unwrap_or(config.quiet_interval);
+        }
         Controller::new(
             self.api.clone(),
             Arc::new(self.cloud.clone()),

@@ -269,6 +269,9 @@ pub struct ControllerSpec {
     pub batch_max: Option<String>,
     #[serde(default)]
     pub disruption_interval: Option<String>,
+    /// After a disruption evaluation that found nothing, wait this long unless nodes change.
+    #[serde(default)]
+    pub quiet_interval: Option<String>,
 }
 
 /// A scenario that does not make sense: `file: field: message`.
@@ -464,6 +467,7 @@ impl Scenario {
             (&c.batch_idle, "controller.batchIdle"),
             (&c.batch_max, "controller.batchMax"),
             (&c.disruption_interval, "controller.disruptionInterval"),
+            (&c.quiet_interval, "controller.quietInterval"),
         ] {
             if let Some(v) = v {
                 dur(v, f)?;
