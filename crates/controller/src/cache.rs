@@ -19,6 +19,8 @@ pub struct Cache {
     pub daemonsets: BTreeMap<String, (u64, Pod)>,
     /// Node name → keys of the active pods bound to it.
     pub pods_on: BTreeMap<String, BTreeSet<String>>,
+    /// Node name → the summed requests of the active pods bound to it.
+    pub used_on: BTreeMap<String, capstan_model::Resources>,
     /// Keys of pending pods (unbound, active, not DaemonSet pods).
     pub pending: BTreeSet<String>,
     /// Provider id → node name.
@@ -154,6 +156,7 @@ impl Cache {
                     .entry(n.clone())
                     .or_default()
                     .insert(key.to_string());
+                self.used_on.entry(n.clone()).or_default().add(&p.requests);
             }
             None if !p.is_daemonset_pod() => {
                 self.pending.insert(key.to_string());
@@ -167,9 +170,14 @@ impl Cache {
             if let Some(n) = &old.node_name {
                 self.freed += 1;
                 if let Some(set) = self.pods_on.get_mut(n) {
-                    set.remove(key);
+                    if set.remove(key) {
+                        if let Some(u) = self.used_on.get_mut(n) {
+                            u.sub(&old.requests);
+                        }
+                    }
                     if set.is_empty() {
                         self.pods_on.remove(n);
+                        self.used_on.remove(n);
                     }
                 }
             }

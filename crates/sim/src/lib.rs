@@ -1025,20 +1025,17 @@ impl Sim {
             if !node.ready {
                 continue;
             }
-            let pods = self
-                .view
-                .pods_on
-                .get(name)
-                .into_iter()
-                .flatten()
-                .filter_map(|k| self.view.pods.get(k));
             if topology {
+                let pods = self
+                    .view
+                    .pods_on
+                    .get(name)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|k| self.view.pods.get(k));
                 snapshot.pods.extend(pods.map(|(_, p)| p.clone()));
             } else {
-                let mut used = capstan_model::Resources::new();
-                for (_, p) in pods {
-                    used.add(&p.requests);
-                }
+                let used = self.view.used_on.get(name).cloned().unwrap_or_default();
                 let a = &node.allocatable;
                 let max_pods = if a.pods == 0 { 110 } else { a.pods };
                 if a.cpu - used.cpu < min_cpu
