@@ -147,6 +147,17 @@ enum BenchCommand {
         output: Output,
     },
     /// One full disruption evaluation of a synthetic cluster (N nodes, ~P pods each).
+    /// One simulation run, timed: wall seconds, simulated seconds per wall second, peak memory.
+    Simulate {
+        /// Scenario YAML (default: the built-in day; crates/sim/scenarios/large.yaml is the
+        /// 1,000-node day).
+        #[arg(long)]
+        scenario: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     Disruption {
         #[arg(long, default_value_t = 1000)]
         nodes: usize,
@@ -527,6 +538,35 @@ fn bench_packing(
     }
 }
 
+fn bench_simulate(scenario: Option<&str>, seed: u64, output: Output) -> Result<()> {
+    use capstan_cli::simulate_cmd as sc;
+    let compiled = sc::load(scenario)?;
+    let o = sc::run_one(&compiled, seed, false, &mut |_| {});
+    let s = &o.summary;
+    let row = serde_json::json!({
+        "scenario": s.scenario,
+        "seed": s.seed,
+        "simulated_seconds": s.simulated_seconds,
+        "wall_seconds": s.wall_seconds,
+        "simulated_per_wall_second": (s.simulated_seconds / s.wall_seconds.max(1e-9)).round(),
+        "peak_nodes": s.peak_nodes,
+        "peak_pods": s.peak_pods,
+        "peak_rss_mib": sc::peak_rss_mib(),
+    });
+    match output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&row)?)),
+        Output::Table => {
+            let rows: Vec<Vec<String>> = row
+                .as_object()
+                .expect("object")
+                .iter()
+                .map(|(k, v)| vec![k.clone(), v.to_string()])
+                .collect();
+            emit(&table::render(&["FIELD", "VALUE"], &rows))
+        }
+    }
+}
+
 fn simulate(
     scenario: Option<&str>,
     seed: u64,
@@ -792,6 +832,11 @@ fn main() -> ExitCode {
                 runs,
                 output,
             } => bench_scheduling(&pods, instance_types, seed, runs, output),
+            BenchCommand::Simulate {
+                scenario,
+                seed,
+                output,
+            } => bench_simulate(scenario.as_deref(), seed, output),
             BenchCommand::Disruption {
                 nodes,
                 pods_per_node,

@@ -151,3 +151,11 @@ pub fn run_seeds(
     r.wall_seconds = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     r
 }
+
+/// The process's peak resident memory in MiB (Linux `VmHWM`), if known.
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some((kib / 1024.0 * 10.0).round() / 10.0)
+}
