@@ -690,14 +690,18 @@ impl<'a> Engine<'a> {
             .iter()
             .flat_map(|&c| self.movable_pods(c))
             .collect();
-        let drain = self.drain(&movable);
+        let waves = self.drain(&movable);
         let cap = candidates
             .iter()
             .filter_map(|&c| self.pool_of[c])
             .filter_map(|p| input.nodepools[p].termination_grace_period_seconds)
             .min()
             .map(|s| s as f64);
-        let drain_seconds = self.drain_seconds(&drain, cap);
+        let drain_seconds = self.drain_seconds(&waves, cap);
+        let drain: Vec<Vec<String>> = waves
+            .iter()
+            .map(|w| w.iter().map(|&p| input.pods[p].key()).collect())
+            .collect();
         Some(Command {
             reason,
             candidates: candidates
@@ -714,7 +718,7 @@ impl<'a> Engine<'a> {
 
     /// Eviction waves: lowest priority first; a wave never takes more of a PDB's pods than it
     /// allows (at least one, so a forceful drain still progresses).
-    fn drain(&self, pods: &[usize]) -> Vec<Vec<String>> {
+    fn drain(&self, pods: &[usize]) -> Vec<Vec<usize>> {
         let allowance: Vec<i64> = self.pdb_allowed.iter().map(|a| (*a).max(1)).collect();
         let mut order: Vec<usize> = pods.to_vec();
         order.sort_by(|&a, &b| {
@@ -723,18 +727,17 @@ impl<'a> Engine<'a> {
                 .cmp(&pb.priority)
                 .then_with(|| pa.key().cmp(&pb.key()))
         });
-        let mut waves: Vec<Vec<String>> = Vec::new();
+        let mut waves: Vec<Vec<usize>> = Vec::new();
         let mut left = order;
         while !left.is_empty() {
             let mut used = vec![0i64; allowance.len()];
             let mut wave = Vec::new();
             let mut rest = Vec::new();
             for p in left {
-                let pod = &self.input.pods[p];
                 let pdbs = &self.pdbs_of[p];
                 if pdbs.iter().all(|&i| used[i] < allowance[i]) {
                     pdbs.iter().for_each(|&i| used[i] += 1);
-                    wave.push(pod.key());
+                    wave.push(p);
                 } else {
                     rest.push(p);
                 }
@@ -747,25 +750,16 @@ impl<'a> Engine<'a> {
 
     /// Σ over waves of the longest grace period in the wave (Kubernetes' default 30 s), all of
     /// it capped by `cap` (the NodePool's terminationGracePeriod: past it, pods are deleted).
-    fn drain_seconds(&self, waves: &[Vec<String>], cap: Option<f64>) -> f64 {
-        let grace: BTreeMap<String, f64> = self
-            .input
-            .pods
-            .iter()
-            .map(|p| {
-                (
-                    p.key(),
-                    p.termination_grace_seconds.unwrap_or(30).max(0) as f64,
-                )
-            })
-            .collect();
+    fn drain_seconds(&self, waves: &[Vec<usize>], cap: Option<f64>) -> f64 {
+        let grace = |p: usize| {
+            self.input.pods[p]
+                .termination_grace_seconds
+                .unwrap_or(30)
+                .max(0) as f64
+        };
         let total: f64 = waves
             .iter()
-            .map(|w| {
-                w.iter()
-                    .map(|k| grace.get(k).copied().unwrap_or(30.0))
-                    .fold(0.0, f64::max)
-            })
+            .map(|w| w.iter().map(|&p| grace(p)).fold(0.0, f64::max))
             .sum();
         cap.map_or(total, |c| total.min(c))
     }
@@ -1027,7 +1021,7 @@ pub fn interruption(input: Input<'_>, node: &str, seconds_left: f64) -> Option<C
     c.savings = c.savings.max(0.0);
     if c.drain_seconds > seconds_left && c.drain.len() > 1 {
         c.drain = vec![c.drain.concat()];
-        c.drain_seconds = e.drain_seconds(&c.drain, Some(seconds_left));
+        c.drain_seconds = e.drain_seconds(&[e.movable_pods(i)], Some(seconds_left));
     }
     c.drain_seconds = c.drain_seconds.min(seconds_left);
     Some(c)
