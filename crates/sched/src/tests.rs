@@ -1169,3 +1169,44 @@ mod properties {
             .unwrap();
     }
 }
+
+#[test]
+fn bound_pods_summarized_as_used_resources_fill_their_node_like_the_pods_would() {
+    // The same cluster twice: with the bound pod listed, and with only its requests.
+    let mut listed = World::new();
+    listed
+        .snapshot
+        .nodes
+        .push(node("n1", ZONES[0], 4, 16, json!({})));
+    listed
+        .snapshot
+        .pods
+        .push(bound(plain("old", 3000, 1024), "n1"));
+    let mut summarized = World::new();
+    summarized.snapshot.nodes = listed.snapshot.nodes.clone();
+    summarized
+        .snapshot
+        .used
+        .insert("n1".into(), plain("old", 3000, 1024).requests);
+    let pending = [plain("a", 500, 512), plain("b", 1500, 512)];
+    let (a, b) = (listed.solve(&pending), summarized.solve(&pending));
+    assert_eq!(placement(&a, 2), placement(&b, 2));
+    assert_eq!(placement(&b, 2)[0], "n1");
+    assert_ne!(placement(&b, 2)[1], "n1");
+}
+
+#[test]
+fn machines_left_out_of_a_snapshot_still_count_against_nodepool_limits() {
+    let mut w = World::new();
+    w.pools = vec![pool(
+        json!({"template": {"spec": {}}, "limits": {"cpu": "8"}}),
+    )];
+    let plan = w.solve(&[plain("a", 2000, 512)]);
+    assert_eq!(plan.new_claims.len(), 1, "room under the limit");
+    let mut full = capstan_model::Resources::new();
+    full.cpu = 8000;
+    w.snapshot.counted.push(("default".into(), full));
+    let plan = w.solve(&[plain("a", 2000, 512)]);
+    assert!(plan.new_claims.is_empty());
+    assert_eq!(plan.unschedulable.len(), 1);
+}

@@ -1460,10 +1460,29 @@ impl Sim {
                 }
             }
             let offered: Vec<InstanceType> = offered.into_values().collect();
+            // An empty cluster, but with today's machines counted against NodePool limits: a
+            // pod that only fits past a limit is not stuck.
+            let snapshot = capstan_sched::Snapshot {
+                counted: self
+                    .view
+                    .nodes
+                    .values()
+                    .filter_map(|(_, n)| {
+                        let pool = n.labels.get(labels::NODEPOOL)?;
+                        let cap = if n.capacity.is_zero() {
+                            n.allocatable.clone()
+                        } else {
+                            n.capacity.clone()
+                        };
+                        Some((pool.clone(), cap))
+                    })
+                    .collect(),
+                ..Default::default()
+            };
             for p in &stuck_candidates {
                 let plan = capstan_sched::solve(
                     capstan_sched::SolveInput {
-                        snapshot: &Default::default(),
+                        snapshot: &snapshot,
                         pending: std::slice::from_ref(p),
                         nodepools: &pools,
                         instance_types: &offered,
