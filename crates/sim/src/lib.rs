@@ -909,9 +909,20 @@ impl Sim {
             self.workloads[w].tick(&self.sc, now, rps, ready);
             if self.workloads[w].autoscale_due(now) {
                 // (key, ready, start, ready_at) of the workload's bound pods.
-                let live = self.live_pods(w, now);
+                let pods = &self.pods;
+                let live: Vec<(&str, bool, f64, f64)> = self.members[w]
+                    .keys
+                    .iter()
+                    .filter_map(|k| {
+                        let t = pods.get(k)?;
+                        match (t.bound, t.ready_at) {
+                            (Some(b), Some(r)) => Some((k.as_str(), r <= now, b, r)),
+                            _ => None,
+                        }
+                    })
+                    .collect();
                 let st = &mut self.workloads[w];
-                if let Some(n) = st.autoscale(now, live) {
+                if let Some(n) = st.autoscale(now, &live) {
                     let name = st.spec.name.clone();
                     self.event(now, "scale", format!("{name} → {n} replicas"));
                 }

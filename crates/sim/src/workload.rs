@@ -6,8 +6,7 @@ use crate::scenario::{Compiled, HpaSpec, Traffic, Workload, seconds};
 use capstan_hpa::keda::{ScaledObject, ScalerState};
 use capstan_hpa::signal::Pipeline;
 use capstan_hpa::{
-    ContainerInfo, ControllerConfig, History, HorizontalPodAutoscalerSpec, Metrics, Phase, PodInfo,
-    Tick,
+    ContainerInfo, ControllerConfig, History, HorizontalPodAutoscalerSpec, Phase, PodInfo, Tick,
 };
 use capstan_model::pdb::{IntOrPercent, Pdb};
 use capstan_model::pod::{InclusionPolicy, PodPhase, TopologySpread, WhenUnsatisfiable};
@@ -88,6 +87,8 @@ pub struct WorkloadState {
     pub queue_depth: f64,
     pub jobs_done: f64,
     last_scale: f64,
+    /// The last HPA tick, reused while the pod set does not change.
+    tick: Option<Tick>,
 }
 
 impl WorkloadState {
@@ -170,6 +171,7 @@ impl WorkloadState {
             queue_depth: 0.0,
             jobs_done: 0.0,
             last_scale: 0.0,
+            tick: None,
         }
     }
 
@@ -223,7 +225,7 @@ impl WorkloadState {
     }
 
     /// Runs the autoscaler if it is due; returns the new spec.replicas when it changed.
-    pub fn autoscale(&mut self, t: f64, pods: Vec<(String, bool, f64, f64)>) -> Option<i32> {
+    pub fn autoscale(&mut self, t: f64, pods: &[(&str, bool, f64, f64)]) -> Option<i32> {
         if t - self.last_scale < SYNC_PERIOD {
             return None;
         }
@@ -255,48 +257,62 @@ impl WorkloadState {
                 .map(|(_, v)| *v)
                 .unwrap_or(0.0)
         });
-        let mut metrics = Metrics {
-            window: pipeline.window,
-            ..Default::default()
-        };
-        let mut cpu: BTreeMap<String, i64> = BTreeMap::new();
-        let mut infos = Vec::with_capacity(pods.len());
+        // The tick is kept between reconciles and updated in place while the pod set is the
+        // same (the common case): building tens of thousands of pod records every 15 s is
+        // most of the cost of a large simulation.
         let req = self.template.requests.cpu;
-        let status_replicas = pods.len() as i32;
-        for (name, ready, start, ready_at) in pods {
-            // metrics-server has a sample for a pod that has been running a scrape or more.
-            // The HPA's times are relative to the tick.
-            if let Some((v, ts)) = sample {
-                if start <= ts - pipeline.scrape_interval {
-                    cpu.insert(name.clone(), v.round() as i64);
-                }
-                metrics.timestamp = ts - t;
-            }
-            infos.push(PodInfo {
-                name,
-                phase: Phase::Running,
-                ready: Some(ready),
-                deleting: false,
-                start: start - t,
-                ready_transition: if ready { ready_at - t } else { start - t },
-                containers: vec![ContainerInfo {
-                    name: "app".into(),
-                    requests: [("cpu".to_string(), req)].into_iter().collect(),
-                    sidecar: false,
-                }],
-            });
+        let mut tick = self.tick.take().unwrap_or_default();
+        let same =
+            tick.pods.len() == pods.len() && tick.pods.iter().zip(pods).all(|(a, b)| a.name == b.0);
+        if !same {
+            tick.pods = pods
+                .iter()
+                .map(|(name, ..)| PodInfo {
+                    name: name.to_string(),
+                    phase: Phase::Running,
+                    ready: None,
+                    deleting: false,
+                    start: 0.0,
+                    ready_transition: 0.0,
+                    containers: vec![ContainerInfo {
+                        name: "app".into(),
+                        requests: [("cpu".to_string(), req)].into_iter().collect(),
+                        sidecar: false,
+                    }],
+                })
+                .collect();
+            tick.metrics.resource.clear();
         }
-        metrics.resource.insert("cpu".into(), cpu);
-        let tick = Tick {
-            spec,
-            current_replicas: self.desired,
-            status_replicas,
-            pods: infos,
-            metrics,
-            history: self.history.aged(elapsed),
-            recommendation: None,
-            controller,
-        };
+        tick.metrics.window = pipeline.window;
+        let cpu = tick.metrics.resource.entry("cpu".into()).or_default();
+        for (info, (name, ready, start, ready_at)) in tick.pods.iter_mut().zip(pods) {
+            // The HPA's times are relative to the tick.
+            info.ready = Some(*ready);
+            info.start = start - t;
+            info.ready_transition = if *ready { ready_at - t } else { start - t };
+            // metrics-server has a sample for a pod that has been running a scrape or more.
+            match sample {
+                Some((v, ts)) if *start <= ts - pipeline.scrape_interval => {
+                    let v = v.round() as i64;
+                    match cpu.get_mut(*name) {
+                        Some(x) => *x = v,
+                        None => {
+                            cpu.insert(name.to_string(), v);
+                        }
+                    }
+                }
+                _ => {
+                    cpu.remove(*name);
+                }
+            }
+        }
+        tick.metrics.timestamp = sample.map_or(0.0, |(_, ts)| ts - t);
+        tick.spec = spec;
+        tick.current_replicas = self.desired;
+        tick.status_replicas = pods.len() as i32;
+        tick.history = self.history.aged(elapsed);
+        tick.recommendation = None;
+        tick.controller = controller;
         let d = capstan_hpa::decide(&tick);
         tracing::debug!(
             workload = %self.spec.name,
@@ -307,6 +323,7 @@ impl WorkloadState {
             "hpa"
         );
         self.history = d.history;
+        self.tick = Some(tick);
         (d.desired_replicas != self.desired).then(|| {
             self.desired = d.desired_replicas;
             self.desired
