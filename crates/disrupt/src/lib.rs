@@ -289,16 +289,37 @@ impl<'a> Engine<'a> {
                     .and_then(|p| input.nodepools.iter().position(|x| x.name == *p))
             })
             .collect();
-        let all: Vec<&Pod> = input.pods.iter().map(|p| &**p).collect();
-        let pdb_allowed = input.pdbs.iter().map(|p| p.allowed(&all)).collect();
-        let pdbs_of = input
+        // Which PDBs select each pod — computed once per distinct (namespace, labels), since
+        // a workload's pods share them — and each PDB's allowance from the same pass.
+        let mut memo: BTreeMap<(&str, &BTreeMap<String, String>), Vec<usize>> = BTreeMap::new();
+        let mut expected = vec![0i64; input.pdbs.len()];
+        let mut healthy = vec![0i64; input.pdbs.len()];
+        let pdbs_of: Vec<Vec<usize>> = input
             .pods
             .iter()
             .map(|pod| {
-                (0..input.pdbs.len())
-                    .filter(|&i| input.pdbs[i].selects(pod))
-                    .collect()
+                let sel = memo
+                    .entry((pod.namespace.as_str(), &pod.labels))
+                    .or_insert_with(|| {
+                        (0..input.pdbs.len())
+                            .filter(|&i| input.pdbs[i].selects(pod))
+                            .collect()
+                    })
+                    .clone();
+                if pod.is_active() {
+                    for &i in &sel {
+                        expected[i] += 1;
+                        healthy[i] += Pdb::healthy(pod) as i64;
+                    }
+                }
+                sel
             })
+            .collect();
+        let pdb_allowed = input
+            .pdbs
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p.allowed_from(expected[i], healthy[i]))
             .collect();
         let mut free = Vec::with_capacity(input.nodes.len());
         let mut load = Vec::with_capacity(input.nodes.len());

@@ -63,10 +63,18 @@ impl Pdb {
             .filter(|p| self.selects(p) && p.is_active())
             .collect();
         let expected = selected.len() as i64;
-        let healthy = selected
-            .iter()
-            .filter(|p| p.phase == crate::pod::PodPhase::Running && !p.deleting)
-            .count() as i64;
+        let healthy = selected.iter().filter(|p| Pdb::healthy(p)).count() as i64;
+        self.allowed_from(expected, healthy)
+    }
+
+    /// Whether a pod counts as healthy (the disruption controller's currentHealthy).
+    pub fn healthy(pod: &Pod) -> bool {
+        pod.phase == crate::pod::PodPhase::Running && !pod.deleting
+    }
+
+    /// Disruptions allowed given the selected active pods (`expected`) and how many of them
+    /// are healthy.
+    pub fn allowed_from(&self, expected: i64, healthy: i64) -> i64 {
         let allowed = match (&self.min_available, &self.max_unavailable) {
             (Some(min), _) => healthy - min.scaled(expected),
             (None, Some(max)) => max.scaled(expected) - (expected - healthy),
