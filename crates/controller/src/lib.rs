@@ -211,6 +211,29 @@ struct Proposed {
     at: f64,
 }
 
+/// What the disruption engine reads, owned (built from the cache).
+struct DisruptionInputs {
+    nodes: Vec<NodeInfo>,
+    pods: Vec<Arc<Pod>>,
+    pdbs: Vec<capstan_model::pdb::Pdb>,
+    nodepools: Vec<NodePool>,
+    daemonsets: Vec<Pod>,
+}
+
+impl DisruptionInputs {
+    fn input<'a>(&'a self, types: &'a [InstanceType], now_unix: f64) -> capstan_disrupt::Input<'a> {
+        capstan_disrupt::Input {
+            nodes: &self.nodes,
+            pods: &self.pods,
+            pdbs: &self.pdbs,
+            nodepools: &self.nodepools,
+            instance_types: types,
+            daemonsets: &self.daemonsets,
+            now: now_unix,
+        }
+    }
+}
+
 /// The loops and their memory. Everything here may be lost (a crash): the durable state is
 /// in the API and the cloud, and a new controller picks up from there.
 pub struct Controller<A: ClusterApi, C: CloudProvider> {
@@ -815,16 +838,8 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                         continue;
                     }
                     let types = self.instance_types(now).await;
-                    let (infos, pods, pdbs, pools, ds) = self.disruption_inputs(&types);
-                    let input = capstan_disrupt::Input {
-                        nodes: &infos,
-                        pods: &pods,
-                        pdbs: &pdbs,
-                        nodepools: &pools,
-                        instance_types: &types,
-                        daemonsets: &ds,
-                        now: self.config.epoch_unix + now,
-                    };
+                    let d = self.disruption_inputs(&types);
+                    let input = d.input(&types, self.config.epoch_unix + now);
                     if let Ok(Some(cmd)) = capstan_disrupt::rebalance(input, &node) {
                         self.record(
                             now,
@@ -854,16 +869,8 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
     async fn replace_interrupted(&mut self, now: f64, claim: &NodeClaim, deadline: f64) -> bool {
         if let Some(node) = claim.status.node_name.clone() {
             let types = self.instance_types(now).await;
-            let (infos, pods, pdbs, pools, ds) = self.disruption_inputs(&types);
-            let input = capstan_disrupt::Input {
-                nodes: &infos,
-                pods: &pods,
-                pdbs: &pdbs,
-                nodepools: &pools,
-                instance_types: &types,
-                daemonsets: &ds,
-                now: self.config.epoch_unix + now,
-            };
+            let d = self.disruption_inputs(&types);
+            let input = d.input(&types, self.config.epoch_unix + now);
             if let Some(cmd) = capstan_disrupt::interruption(input, &node, deadline - now) {
                 for r in &cmd.replacements {
                     self.launch_replacement(now, r, &types).await;
@@ -1467,17 +1474,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
 
     // ---------------------------------------------------------------- disruption
 
-    #[allow(clippy::type_complexity)]
-    fn disruption_inputs(
-        &self,
-        types: &[InstanceType],
-    ) -> (
-        Vec<NodeInfo>,
-        Vec<Arc<Pod>>,
-        Vec<capstan_model::pdb::Pdb>,
-        Vec<NodePool>,
-        Vec<Pod>,
-    ) {
+    fn disruption_inputs(&self, types: &[InstanceType]) -> DisruptionInputs {
         let by_provider = self.claims_by_provider();
         let mut infos = Vec::new();
         for (_, n) in self.cache.nodes.values() {
@@ -1516,17 +1513,18 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             .filter_map(|k| self.cache.pods.get(k))
             .map(|(_, p)| p.clone())
             .collect();
-        (
-            infos,
+        DisruptionInputs {
+            nodes: infos,
             pods,
-            self.cache.pdbs.values().map(|(_, p)| p.clone()).collect(),
-            self.cache.nodepool_list(),
-            self.cache
+            pdbs: self.cache.pdbs.values().map(|(_, p)| p.clone()).collect(),
+            nodepools: self.cache.nodepool_list(),
+            daemonsets: self
+                .cache
                 .daemonsets
                 .values()
                 .map(|(_, p)| p.clone())
                 .collect(),
-        )
+        }
     }
 
     async fn disruption(&mut self, now: f64) {
@@ -1555,16 +1553,8 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             return;
         }
         let types = self.instance_types(now).await;
-        let (infos, pods, pdbs, pools, ds) = self.disruption_inputs(&types);
-        let eval = capstan_disrupt::evaluate(capstan_disrupt::Input {
-            nodes: &infos,
-            pods: &pods,
-            pdbs: &pdbs,
-            nodepools: &pools,
-            instance_types: &types,
-            daemonsets: &ds,
-            now: self.config.epoch_unix + now,
-        });
+        let d = self.disruption_inputs(&types);
+        let eval = capstan_disrupt::evaluate(d.input(&types, self.config.epoch_unix + now));
         tracing::debug!(
             now,
             commands = eval.commands.len(),

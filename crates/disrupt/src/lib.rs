@@ -337,7 +337,11 @@ impl<'a> Engine<'a> {
                 capstan_model::Resources::new()
             } else {
                 let a = &n.node.allocatable;
-                let max_pods = if a.pods == 0 { 110 } else { a.pods };
+                let max_pods = if a.pods == 0 {
+                    capstan_sched::DEFAULT_MAX_PODS
+                } else {
+                    a.pods
+                };
                 capstan_model::Resources {
                     cpu: (a.cpu - used.cpu).max(0),
                     memory: (a.memory - used.memory).max(0),
@@ -569,14 +573,9 @@ impl<'a> Engine<'a> {
             })
             .collect();
         let topology = self.bound_anti
-            || pending.iter().any(|p| {
-                !p.spread.is_empty()
-                    || !p.affinity.is_empty()
-                    || !p.anti_affinity.is_empty()
-                    || !p.preferred_affinity.is_empty()
-                    || !p.preferred_anti_affinity.is_empty()
-                    || !p.host_ports.is_empty()
-            });
+            || pending
+                .iter()
+                .any(capstan_sched::predicates::looks_at_other_pods);
         // The smallest pending pod, resource by resource: a node without room for it takes
         // nothing.
         let smallest = pending.iter().fold(None::<(i64, i64)>, |m, p| {

@@ -18,7 +18,7 @@ use capstan_model::{InstanceType, Node, NodePool, Pod, Requirements, Resources, 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use solver::solve;
+pub use solver::{DEFAULT_MAX_PODS, solve};
 
 /// A NodeClaim that has been launched but whose node has not registered yet. The scheduler
 /// treats it like a node it already knows.

@@ -66,3 +66,15 @@ pub fn pod_allowed_in_pool(pool: &NodePool, pod: &Pod) -> bool {
             .compatible(&pod_requirements(pod), Undefined::AllowWellKnown)
             .is_ok()
 }
+
+/// Whether a pod's placement depends on other pods (topology spread, pod (anti-)affinity,
+/// host ports). When no pending pod does, and no bound pod repels others, bound pods matter
+/// only by their requests (see `Snapshot::used`).
+pub fn looks_at_other_pods(p: &Pod) -> bool {
+    !p.spread.is_empty()
+        || !p.affinity.is_empty()
+        || !p.anti_affinity.is_empty()
+        || !p.preferred_affinity.is_empty()
+        || !p.preferred_anti_affinity.is_empty()
+        || !p.host_ports.is_empty()
+}

@@ -15,7 +15,8 @@ use capstan_model::{InstanceType, NodePool, Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Pods a node takes when its status does not say.
-const DEFAULT_MAX_PODS: i64 = 110;
+/// Max pods of a node that reports none (the kubelet's default).
+pub const DEFAULT_MAX_PODS: i64 = 110;
 
 /// Plans where every pending pod goes. See the crate docs.
 pub fn solve(input: SolveInput<'_>, options: &SolveOptions) -> Plan {

@@ -1016,18 +1016,14 @@ impl Sim {
         // When no pending pod looks at other pods (spread, affinity, host ports) and no
         // bound pod repels others, bound pods matter only by their requests, and a node
         // without room for the smallest pending pod can be left out.
-        let topology = pending.iter().any(|p| {
-            !p.spread.is_empty()
-                || !p.affinity.is_empty()
-                || !p.anti_affinity.is_empty()
-                || !p.preferred_affinity.is_empty()
-                || !p.preferred_anti_affinity.is_empty()
-                || !p.host_ports.is_empty()
-        }) || self
-            .view
-            .pods
-            .values()
-            .any(|(_, p)| !p.anti_affinity.is_empty());
+        let topology = pending
+            .iter()
+            .any(capstan_sched::predicates::looks_at_other_pods)
+            || self
+                .view
+                .pods
+                .values()
+                .any(|(_, p)| !p.anti_affinity.is_empty());
         let (min_cpu, min_mem) = pending.iter().fold((i64::MAX, i64::MAX), |(c, m), p| {
             (c.min(p.requests.cpu), m.min(p.requests.memory))
         });
@@ -1048,7 +1044,11 @@ impl Sim {
             } else {
                 let used = self.view.used_on.get(name).cloned().unwrap_or_default();
                 let a = &node.allocatable;
-                let max_pods = if a.pods == 0 { 110 } else { a.pods };
+                let max_pods = if a.pods == 0 {
+                    capstan_sched::DEFAULT_MAX_PODS
+                } else {
+                    a.pods
+                };
                 if a.cpu - used.cpu < min_cpu
                     || a.memory - used.memory < min_mem
                     || max_pods - used.pods < 1
