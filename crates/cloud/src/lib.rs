@@ -48,8 +48,9 @@ pub struct Instance {
     pub capacity_type: String,
     /// USD per hour at launch.
     pub price: f64,
-    /// The labels the node will carry (instance type, zone, capacity type, NodePool labels).
-    pub labels: BTreeMap<String, String>,
+    /// The labels the node will carry (instance type, zone, capacity type, NodePool labels);
+    /// shared, as listing instances is frequent and they never change.
+    pub labels: std::sync::Arc<BTreeMap<String, String>>,
     pub state: InstanceState,
     /// Clock time of the launch.
     pub launched_at: Duration,

@@ -54,12 +54,28 @@ impl Cache {
             }
         }
         let listing = api.list().await?;
+        // The counters stay monotonic across a relist: loops compare them with what they saw.
+        let counters = (
+            self.generation,
+            self.pod_generation,
+            self.freed,
+            self.node_generation,
+        );
         *self = Cache::default();
+        (
+            self.generation,
+            self.pod_generation,
+            self.freed,
+            self.node_generation,
+        ) = counters;
         for (rv, o) in listing.objects {
             self.put(rv, o);
         }
         self.rv = Some(listing.rv);
         self.generation += 1;
+        self.pod_generation += 1;
+        self.freed += 1;
+        self.node_generation += 1;
         Ok(())
     }
 

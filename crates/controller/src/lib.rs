@@ -254,6 +254,8 @@ pub struct Controller<A: ClusterApi, C: CloudProvider> {
     /// Pod key → the in-flight claim it is planned onto.
     nominations: BTreeMap<String, String>,
     launches: BTreeMap<String, LaunchState>,
+    /// The claims that need the lifecycle loop, and the cache generation they were found at.
+    unsettled: Option<(u64, Vec<String>)>,
     unavailable: BTreeMap<OfferingKey, f64>,
     types: Option<(f64, Vec<InstanceType>)>,
     in_progress: Option<InProgress>,
@@ -313,6 +315,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             batch_seen: 0,
             nominations: BTreeMap::new(),
             launches: BTreeMap::new(),
+            unsettled: None,
             unavailable: BTreeMap::new(),
             types: None,
             in_progress: None,
@@ -914,20 +917,27 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
     async fn lifecycle(&mut self, now: f64) {
         // Claims that need something: every claim but the settled ones (initialized, not
         // being deleted, node present), which are the great majority in a steady cluster.
-        let work: Vec<String> = self
-            .cache
-            .claims
-            .values()
-            .filter(|(_, c)| {
-                c.deleting()
-                    || !c.status.initialized
-                    || c.status
-                        .node_name
-                        .as_ref()
-                        .is_some_and(|n| !self.cache.nodes.contains_key(n))
-            })
-            .map(|(_, c)| c.name.clone())
-            .collect();
+        // Whether a claim is settled depends on the cache alone, so the list is kept until
+        // the cache changes.
+        let generation = self.cache.generation;
+        let work = match self.unsettled.take() {
+            Some((g, work)) if g == generation => work,
+            _ => self
+                .cache
+                .claims
+                .values()
+                .filter(|(_, c)| {
+                    c.deleting()
+                        || !c.status.initialized
+                        || c.status
+                            .node_name
+                            .as_ref()
+                            .is_some_and(|n| !self.cache.nodes.contains_key(n))
+                })
+                .map(|(_, c)| c.name.clone())
+                .collect(),
+        };
+        self.unsettled = Some((generation, work.clone()));
         for name in work {
             let Some((_, c)) = self.cache.claims.get(&name) else {
                 continue;

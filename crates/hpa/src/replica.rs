@@ -3,7 +3,7 @@
 
 use crate::{Conditions, MetricResult, Phase, PodInfo, Tick, milli_string};
 use k8s_openapi::api::autoscaling::v2::{MetricSpec, MetricTarget};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// The per-direction tolerance (spec.behavior tolerances win over the controller's).
 #[derive(Clone, Copy, Debug)]
@@ -223,8 +223,9 @@ fn compute_for_metric(tick: &Tick, spec: &MetricSpec) -> Result<Proposal, Failur
                         ),
                     )
                 })?;
+            let samples = Aligned::new(&tick.pods, samples);
             let (replicas, usage) =
-                plain_metric_replicas(tick, tol, samples.clone(), spec_replicas, target, None)
+                plain_metric_replicas(tick, tol, &samples, spec_replicas, target, None)
                     .map_err(|e| fail("FailedGetPodsMetric", e))?;
             Ok(Proposal {
                 replicas,
@@ -339,7 +340,7 @@ fn resource_proposal(
         Some(c) => tick.metrics.container_resource.get(c).and_then(|m| m.get(resource)),
     }
     .filter(|m| !m.is_empty())
-    .cloned()
+    .map(|m| Aligned::new(&tick.pods, m))
     .ok_or_else(|| fail(reason, format!("unable to get metrics for resource {resource}: no metrics returned from resource metrics API")))?;
     let described_suffix = match container {
         Some(c) => format!(" on container {c}"),
@@ -349,7 +350,7 @@ fn resource_proposal(
         let (replicas, usage) = plain_metric_replicas(
             tick,
             tol,
-            samples,
+            &samples,
             tick.current_replicas,
             avg,
             Some((resource, container)),
@@ -369,7 +370,7 @@ fn resource_proposal(
         ));
     };
     let (replicas, utilization, raw) =
-        resource_replicas(tick, tol, samples, util, resource, container)
+        resource_replicas(tick, tol, &samples, util, resource, container)
             .map_err(|e| fail(reason, e))?;
     Ok(Proposal {
         replicas,
@@ -381,90 +382,149 @@ fn resource_proposal(
     })
 }
 
-/// Upstream's `groupPods`: (ready count, unready, missing, ignored).
-fn group_pods(
-    tick: &Tick,
-    samples: &BTreeMap<String, i64>,
-    cpu: bool,
-) -> (usize, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
-    let mut ready = 0;
-    let (mut unready, mut missing, mut ignored) =
-        (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-    let c = &tick.controller;
-    let m = &tick.metrics;
-    for p in &tick.pods {
-        if p.deleting || matches!(p.phase, Phase::Failed | Phase::Succeeded) {
-            ignored.insert(p.name.clone());
-            continue;
-        }
-        if p.phase == Phase::Pending {
-            unready.insert(p.name.clone());
-            continue;
-        }
-        if !samples.contains_key(&p.name) {
-            missing.insert(p.name.clone());
-            continue;
-        }
-        if cpu {
-            let is_unready = match p.ready {
-                None => true,
-                Some(ready_now) => {
-                    if p.start + c.cpu_initialization_period > 0.0 {
-                        // Within the initialization period: ignore the sample if the pod is
-                        // unready or a whole window has not passed since it became ready.
-                        !ready_now || m.timestamp < p.ready_transition + m.window
-                    } else {
-                        // Ignore it if the pod is unready and has never been ready.
-                        !ready_now && p.start + c.initial_readiness_delay > p.ready_transition
-                    }
-                }
-            };
-            if is_unready {
-                unready.insert(p.name.clone());
-                continue;
-            }
-        }
-        ready += 1;
-    }
-    (ready, unready, missing, ignored)
+/// Metric samples lined up with `tick.pods`: upstream keys both by pod name; here the join is
+/// done once, so the rest of the calculation is arithmetic over indexes.
+struct Aligned {
+    /// The sample of each pod in `tick.pods`, by index.
+    per_pod: Vec<Option<i64>>,
+    /// Samples that name no pod in the tick: (count, sum). Upstream keeps them in the metrics
+    /// map, so they count in averages and in `len(metrics)`.
+    extra: (usize, i64),
 }
 
-/// Upstream's `calculatePodRequests`, milli-units per pod.
+impl Aligned {
+    /// Joins samples to pods by name. Pod names are unique, as within one namespace; when
+    /// the pods arrive sorted by name (the simulator's case) the join is a single merge.
+    fn new(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Aligned {
+        let mut order: Vec<usize> = (0..pods.len()).collect();
+        if !pods.windows(2).all(|w| w[0].name < w[1].name) {
+            order.sort_by(|&a, &b| pods[a].name.cmp(&pods[b].name));
+        }
+        let mut per_pod = vec![None; pods.len()];
+        let mut extra = (0, 0);
+        let mut next = order.iter().peekable();
+        for (name, v) in samples {
+            while next
+                .peek()
+                .is_some_and(|&&i| pods[i].name.as_str() < name.as_str())
+            {
+                next.next();
+            }
+            match next.peek() {
+                Some(&&i) if pods[i].name == *name => {
+                    per_pod[i] = Some(*v);
+                    // Duplicate names (impossible in one namespace) share the sample.
+                    let mut same = next.clone();
+                    same.next();
+                    for &j in same.take_while(|&&j| pods[j].name == *name) {
+                        per_pod[j] = Some(*v);
+                    }
+                }
+                _ => {
+                    extra.0 += 1;
+                    extra.1 += v;
+                }
+            }
+        }
+        Aligned { per_pod, extra }
+    }
+}
+
+/// How upstream's `groupPods` classifies one pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Group {
+    Ready,
+    Unready,
+    Missing,
+    Ignored,
+}
+
+/// Upstream's `groupPods`, by pod index, with the (ready, unready, missing) counts.
+fn group_pods(tick: &Tick, samples: &Aligned, cpu: bool) -> (Vec<Group>, usize, usize, usize) {
+    let c = &tick.controller;
+    let m = &tick.metrics;
+    let (mut ready, mut unready, mut missing) = (0, 0, 0);
+    let groups = tick
+        .pods
+        .iter()
+        .zip(&samples.per_pod)
+        .map(|(p, sample)| {
+            let g = if p.deleting || matches!(p.phase, Phase::Failed | Phase::Succeeded) {
+                Group::Ignored
+            } else if p.phase == Phase::Pending {
+                Group::Unready
+            } else if sample.is_none() {
+                Group::Missing
+            } else if cpu
+                && match p.ready {
+                    None => true,
+                    Some(ready_now) => {
+                        if p.start + c.cpu_initialization_period > 0.0 {
+                            // Within the initialization period: ignore the sample if the pod
+                            // is unready or a whole window has not passed since it became
+                            // ready.
+                            !ready_now || m.timestamp < p.ready_transition + m.window
+                        } else {
+                            // Ignore it if the pod is unready and has never been ready.
+                            !ready_now && p.start + c.initial_readiness_delay > p.ready_transition
+                        }
+                    }
+                }
+            {
+                Group::Unready
+            } else {
+                Group::Ready
+            };
+            match g {
+                Group::Ready => ready += 1,
+                Group::Unready => unready += 1,
+                Group::Missing => missing += 1,
+                Group::Ignored => {}
+            }
+            g
+        })
+        .collect();
+    (groups, ready, unready, missing)
+}
+
+/// Upstream's `calculatePodRequests`, milli-units per pod index.
 fn pod_requests(
     pods: &[PodInfo],
     container: Option<&str>,
     resource: &str,
-) -> Result<BTreeMap<String, i64>, String> {
-    let mut out = BTreeMap::new();
-    for p in pods {
-        let mut sum = 0;
-        for c in &p.containers {
-            if container.is_none_or(|want| want == c.name) {
-                match c.requests.get(resource) {
-                    Some(v) => sum += v,
-                    None => {
-                        return Err(format!(
-                            "missing request for {resource} in container {} of Pod {}",
-                            c.name, p.name
-                        ));
+) -> Result<Vec<i64>, String> {
+    pods.iter()
+        .map(|p| {
+            let mut sum = 0;
+            for c in &p.containers {
+                if container.is_none_or(|want| want == c.name) {
+                    match c.requests.get(resource) {
+                        Some(v) => sum += v,
+                        None => {
+                            return Err(format!(
+                                "missing request for {resource} in container {} of Pod {}",
+                                c.name, p.name
+                            ));
+                        }
                     }
                 }
             }
-        }
-        out.insert(p.name.clone(), sum);
-    }
-    Ok(out)
+            Ok(sum)
+        })
+        .collect()
 }
 
-/// Upstream's `GetResourceUtilizationRatio`: (ratio, utilization %, average usage).
+/// Upstream's `GetResourceUtilizationRatio` over the samples `value` gives per pod index
+/// (samples of unknown pods have no request and are skipped, as upstream skips them):
+/// (ratio, utilization %, average usage).
 fn utilization_ratio(
-    samples: &BTreeMap<String, i64>,
-    requests: &BTreeMap<String, i64>,
+    values: impl Iterator<Item = Option<i64>>,
+    requests: &[i64],
     target: i32,
 ) -> Result<(f64, i32, i64), String> {
     let (mut total, mut req_total, mut n) = (0i64, 0i64, 0i64);
-    for (pod, v) in samples {
-        let Some(r) = requests.get(pod) else { continue };
+    for (v, r) in values.zip(requests) {
+        let Some(v) = v else { continue };
         total += v;
         req_total += r;
         n += 1;
@@ -480,7 +540,7 @@ fn utilization_ratio(
 fn resource_replicas(
     tick: &Tick,
     tol: Tolerances,
-    mut samples: BTreeMap<String, i64>,
+    samples: &Aligned,
     target: i32,
     resource: &str,
     container: Option<&str>,
@@ -489,57 +549,59 @@ fn resource_replicas(
     if tick.pods.is_empty() {
         return Err("no pods returned by selector while calculating replica count".into());
     }
-    let (ready, unready, missing, ignored) = group_pods(tick, &samples, resource == "cpu");
-    samples.retain(|k, _| !ignored.contains(k) && !unready.contains(k));
-    if samples.is_empty() {
+    let (groups, ready, unready, missing) = group_pods(tick, samples, resource == "cpu");
+    // Upstream drops the samples of ignored and unready pods; the ready pods' remain, and
+    // those of unknown pods.
+    if ready + samples.extra.0 == 0 {
         return Err("did not receive metrics for targeted pods (pods might be unready)".into());
     }
     let requests = pod_requests(&tick.pods, container, resource)?;
-    let (ratio, utilization, raw) = utilization_ratio(&samples, &requests, target)?;
-    let scale_up_with_unready = !unready.is_empty() && ratio > 1.0;
-    if !scale_up_with_unready && missing.is_empty() {
+    let kept = |i: usize| {
+        (groups[i] == Group::Ready)
+            .then(|| samples.per_pod[i])
+            .flatten()
+    };
+    let (ratio, utilization, raw) =
+        utilization_ratio((0..groups.len()).map(kept), &requests, target)?;
+    let scale_up_with_unready = unready > 0 && ratio > 1.0;
+    if !scale_up_with_unready && missing == 0 {
         if tol.is_within(ratio) {
             return Ok((current, utilization, raw));
         }
         return Ok(((ratio * ready as f64).ceil() as i32, utilization, raw));
     }
-    if !missing.is_empty() {
-        if ratio < 1.0 {
-            // On a scale-down, missing pods use 100% of their request (or the target, if higher).
-            let fallback = 100.max(target as i64);
-            for p in &missing {
-                samples.insert(p.clone(), requests[p] * fallback / 100);
-            }
-        } else if ratio > 1.0 {
-            // On a scale-up, they use nothing.
-            for p in &missing {
-                samples.insert(p.clone(), 0);
-            }
-        }
-    }
-    if scale_up_with_unready {
-        for p in &unready {
-            samples.insert(p.clone(), 0);
-        }
-    }
-    let (new_ratio, _, _) = utilization_ratio(&samples, &requests, target)?;
+    // On a scale-down, missing pods use 100% of their request (or the target, if higher);
+    // on a scale-up, nothing.
+    let fallback = 100.max(target as i64);
+    let fill_missing = ratio < 1.0 || ratio > 1.0;
+    let filled = |i: usize| match groups[i] {
+        Group::Ready => samples.per_pod[i],
+        Group::Missing if ratio < 1.0 => Some(requests[i] * fallback / 100),
+        Group::Missing if ratio > 1.0 => Some(0),
+        Group::Unready if scale_up_with_unready => Some(0),
+        _ => None,
+    };
+    let (new_ratio, _, _) = utilization_ratio((0..groups.len()).map(filled), &requests, target)?;
     if tol.is_within(new_ratio)
         || (ratio < 1.0 && new_ratio > 1.0)
         || (ratio > 1.0 && new_ratio < 1.0)
     {
         return Ok((current, utilization, raw));
     }
-    let new_replicas = (new_ratio * samples.len() as f64).ceil() as i32;
+    let len = ready
+        + samples.extra.0
+        + if fill_missing { missing } else { 0 }
+        + if scale_up_with_unready { unready } else { 0 };
+    let new_replicas = (new_ratio * len as f64).ceil() as i32;
     if (new_ratio < 1.0 && new_replicas > current) || (new_ratio > 1.0 && new_replicas < current) {
         return Ok((current, utilization, raw));
     }
     Ok((new_replicas, utilization, raw))
 }
 
-/// Upstream's `GetMetricUsageRatio`: (ratio, average).
-fn usage_ratio(samples: &BTreeMap<String, i64>, target: i64) -> (f64, i64) {
-    let total: i64 = samples.values().sum();
-    let avg = total / samples.len().max(1) as i64;
+/// Upstream's `GetMetricUsageRatio` over (count, total): (ratio, average).
+fn usage_ratio((n, total): (usize, i64), target: i64) -> (f64, i64) {
+    let avg = total / n.max(1) as i64;
     (avg as f64 / target as f64, avg)
 }
 
@@ -547,7 +609,7 @@ fn usage_ratio(samples: &BTreeMap<String, i64>, target: i64) -> (f64, i64) {
 fn plain_metric_replicas(
     tick: &Tick,
     tol: Tolerances,
-    mut samples: BTreeMap<String, i64>,
+    samples: &Aligned,
     current: i32,
     target: i64,
     resource: Option<(&str, Option<&str>)>,
@@ -556,40 +618,43 @@ fn plain_metric_replicas(
         return Err("no pods returned by selector while calculating replica count".into());
     }
     let cpu = resource.is_some_and(|(r, _)| r == "cpu");
-    let (ready, unready, missing, ignored) = group_pods(tick, &samples, cpu);
-    samples.retain(|k, _| !ignored.contains(k) && !unready.contains(k));
-    if samples.is_empty() {
+    let (groups, ready, unready, missing) = group_pods(tick, samples, cpu);
+    let ready_total: i64 = groups
+        .iter()
+        .zip(&samples.per_pod)
+        .filter(|(g, _)| **g == Group::Ready)
+        .filter_map(|(_, v)| *v)
+        .sum();
+    let kept = (ready + samples.extra.0, ready_total + samples.extra.1);
+    if kept.0 == 0 {
         return Err("did not receive metrics for targeted pods (pods might be unready)".into());
     }
     let target = target.max(1);
-    let (ratio, usage) = usage_ratio(&samples, target);
-    let scale_up_with_unready = !unready.is_empty() && ratio > 1.0;
-    if !scale_up_with_unready && missing.is_empty() {
+    let (ratio, usage) = usage_ratio(kept, target);
+    let scale_up_with_unready = unready > 0 && ratio > 1.0;
+    if !scale_up_with_unready && missing == 0 {
         if tol.is_within(ratio) {
             return Ok((current, usage));
         }
         return Ok(((ratio * ready as f64).ceil() as i32, usage));
     }
-    if !missing.is_empty() {
-        // On a scale-down, missing pods use exactly the target; on a scale-up, nothing.
+    // On a scale-down, missing pods use exactly the target; on a scale-up, nothing.
+    let mut all = kept;
+    if missing > 0 {
         let fill = if ratio < 1.0 { target } else { 0 };
-        for p in &missing {
-            samples.insert(p.clone(), fill);
-        }
+        all = (all.0 + missing, all.1 + fill * missing as i64);
     }
     if scale_up_with_unready {
-        for p in &unready {
-            samples.insert(p.clone(), 0);
-        }
+        all.0 += unready;
     }
-    let (new_ratio, _) = usage_ratio(&samples, target);
+    let (new_ratio, _) = usage_ratio(all, target);
     if tol.is_within(new_ratio)
         || (ratio < 1.0 && new_ratio > 1.0)
         || (ratio > 1.0 && new_ratio < 1.0)
     {
         return Ok((current, usage));
     }
-    let new_replicas = (new_ratio * samples.len() as f64).ceil() as i32;
+    let new_replicas = (new_ratio * all.0 as f64).ceil() as i32;
     if (new_ratio < 1.0 && new_replicas > current) || (new_ratio > 1.0 && new_replicas < current) {
         return Ok((current, usage));
     }

@@ -267,6 +267,39 @@ macro_rules! case {
 
 // ---- Resource utilization ----
 
+// Upstream keeps a sample of a pod the selector no longer lists in the metrics map: it counts
+// in len(metrics). 3 × 80% → 1.6; the missing pod at 0 gives 2400/4000 = 1.2 × 5 samples.
+case!(
+    a_sample_of_a_pod_outside_the_pod_list_counts_in_the_replica_count,
+    B::new(4, vec![util("cpu", 50)])
+        .cpu(&[Some(800), Some(800), Some(800), None])
+        .with(|t| {
+            t.metrics
+                .resource
+                .get_mut("cpu")
+                .unwrap()
+                .insert("gone".into(), 800);
+        }),
+    6
+);
+
+#[test]
+fn the_order_of_the_pods_does_not_change_the_decision() {
+    let usage: Vec<Option<i64>> = (0..12)
+        .map(|i| (i % 5 != 3).then_some(300 + 97 * i))
+        .collect();
+    let sorted = B::new(12, vec![util("cpu", 50)]).cpu(&usage).with(|t| {
+        t.pods.sort_by(|a, b| a.name.cmp(&b.name));
+    });
+    let reversed = B::new(12, vec![util("cpu", 50)])
+        .cpu(&usage)
+        .with(|t| t.pods.reverse());
+    let (a, b) = (sorted.decide(), reversed.decide());
+    assert_eq!(a.desired_replicas, b.desired_replicas);
+    assert_eq!(a.metrics, b.metrics);
+    assert_ne!(a.desired_replicas, 12, "the case must scale: {a:#?}");
+}
+
 case!(scales_up_in_proportion_to_utilization, B::new(3, vec![util("cpu", 50)]).cpu_all(1000), 6,
     "AbleToScale" => "True/SucceededRescale", "ScalingActive" => "True/ValidMetricFound", "ScalingLimited" => "False/DesiredWithinRange");
 case!(

@@ -802,7 +802,7 @@ impl Sim {
         let name = format!("node-{}", provider_id.trim_start_matches("fake://"));
         let mut node =
             Node::for_instance_type(t, &name, &inst.zone, &inst.capacity_type, &inst.nodepool);
-        for (k, v) in &inst.labels {
+        for (k, v) in inst.labels.iter() {
             node.labels.entry(k.clone()).or_insert(v.clone());
         }
         node.provider_id = Some(provider_id.to_string());
@@ -907,26 +907,39 @@ impl Sim {
         for w in 0..self.workloads.len() {
             let ready = self.members[w].ready;
             self.workloads[w].tick(&self.sc, now, rps, ready);
-            if self.workloads[w].autoscale_due(now) {
-                // (key, ready, start, ready_at) of the workload's bound pods.
-                let pods = &self.pods;
-                let live: Vec<(&str, bool, f64, f64)> = self.members[w]
-                    .keys
-                    .iter()
-                    .filter_map(|k| {
-                        let t = pods.get(k)?;
-                        match (t.bound, t.ready_at) {
-                            (Some(b), Some(r)) => Some((k.as_str(), r <= now, b, r)),
-                            _ => None,
-                        }
-                    })
-                    .collect();
-                let st = &mut self.workloads[w];
-                if let Some(n) = st.autoscale(now, &live) {
-                    let name = st.spec.name.clone();
-                    self.event(now, "scale", format!("{name} → {n} replicas"));
+        }
+        let due: Vec<bool> = self
+            .workloads
+            .iter()
+            .map(|st| st.autoscale_due(now))
+            .collect();
+        if due.contains(&true) {
+            // (key, ready, start, ready_at) of each due workload's bound pods, in key order,
+            // from one pass over the pods.
+            let mut live: Vec<Vec<(&str, bool, f64, f64)>> = self
+                .members
+                .iter()
+                .zip(&due)
+                .map(|(m, d)| Vec::with_capacity(if *d { m.keys.len() } else { 0 }))
+                .collect();
+            for (k, t) in &self.pods {
+                if let (true, Some(b), Some(r)) = (due[t.workload], t.bound, t.ready_at) {
+                    live[t.workload].push((k.as_str(), r <= now, b, r));
                 }
             }
+            let mut scaled = Vec::new();
+            for (w, st) in self.workloads.iter_mut().enumerate() {
+                if due[w] {
+                    if let Some(n) = st.autoscale(now, &live[w]) {
+                        scaled.push(format!("{} → {n} replicas", st.spec.name));
+                    }
+                }
+            }
+            for e in scaled {
+                self.event(now, "scale", e);
+            }
+        }
+        for w in 0..self.workloads.len() {
             let desired = self.workloads[w].desired.max(0) as usize;
             let have = self.members[w].keys.len();
             if have < desired {
@@ -1318,12 +1331,10 @@ impl Sim {
     // ------------------------------------------------------------------ observation
 
     async fn sample(&mut self, now: f64) {
-        let instances = self.cloud.inner.list().await.unwrap_or_default();
-        let rate: f64 = instances
-            .iter()
-            .filter(|i| i.state != InstanceState::Terminated)
-            .map(|i| i.price)
-            .sum();
+        let rate: f64 = self
+            .cloud
+            .inner
+            .live_instances(|i| i.map(|i| i.price).sum());
         self.cost += rate / 60.0;
         let (mut cpu, mut mem) = (0i64, 0i64);
         for (_, p) in self.view.pods.values() {

@@ -284,27 +284,39 @@ impl WorkloadState {
             tick.metrics.resource.clear();
         }
         tick.metrics.window = pipeline.window;
+        let mut sampled = 0;
+        let values: Vec<Option<i64>> = tick
+            .pods
+            .iter_mut()
+            .zip(pods)
+            .map(|(info, (_, ready, start, ready_at))| {
+                // The HPA's times are relative to the tick.
+                info.ready = Some(*ready);
+                info.start = start - t;
+                info.ready_transition = if *ready { ready_at - t } else { start - t };
+                // metrics-server has a sample for a pod that has been running a scrape or
+                // more.
+                let v = sample
+                    .filter(|(_, ts)| *start <= ts - pipeline.scrape_interval)
+                    .map(|(v, _)| v.round() as i64);
+                sampled += v.is_some() as usize;
+                v
+            })
+            .collect();
+        // The samples are keyed by pod name, and the pods come in name order: when the same
+        // pods have samples as last time, the values are updated in place.
+        let with_sample = || {
+            pods.iter()
+                .zip(&values)
+                .filter_map(|((name, ..), v)| v.map(|v| (*name, v)))
+        };
         let cpu = tick.metrics.resource.entry("cpu".into()).or_default();
-        for (info, (name, ready, start, ready_at)) in tick.pods.iter_mut().zip(pods) {
-            // The HPA's times are relative to the tick.
-            info.ready = Some(*ready);
-            info.start = start - t;
-            info.ready_transition = if *ready { ready_at - t } else { start - t };
-            // metrics-server has a sample for a pod that has been running a scrape or more.
-            match sample {
-                Some((v, ts)) if *start <= ts - pipeline.scrape_interval => {
-                    let v = v.round() as i64;
-                    match cpu.get_mut(*name) {
-                        Some(x) => *x = v,
-                        None => {
-                            cpu.insert(name.to_string(), v);
-                        }
-                    }
-                }
-                _ => {
-                    cpu.remove(*name);
-                }
+        if cpu.len() == sampled && cpu.keys().zip(with_sample()).all(|(k, (n, _))| k == n) {
+            for (slot, (_, v)) in cpu.values_mut().zip(with_sample()) {
+                *slot = v;
             }
+        } else {
+            *cpu = with_sample().map(|(n, v)| (n.to_string(), v)).collect();
         }
         tick.metrics.timestamp = sample.map_or(0.0, |(_, ts)| ts - t);
         tick.spec = spec;

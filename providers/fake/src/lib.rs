@@ -194,6 +194,18 @@ impl FakeCloud {
         }
     }
 
+    /// Runs `f` over the instances that are not terminated, without copying them (the
+    /// trait's `list` copies each one).
+    pub fn live_instances<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &Instance>) -> R) -> R {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        f(&mut st
+            .instances
+            .values()
+            .filter(|i| i.state != InstanceState::Terminated))
+    }
+
     /// What happened to the machines themselves since the last call: instances that booted
     /// (their node can register) and instances that stopped (their node and pods are gone).
     /// The simulator's kubelet reads this; capstan does not.
@@ -512,7 +524,7 @@ impl FakeCloud {
             zone: key.zone.clone(),
             capacity_type: key.capacity_type.clone(),
             price,
-            labels: node_labels,
+            labels: std::sync::Arc::new(node_labels),
             state: InstanceState::Pending,
             launched_at: now,
             ready_at: (!never_ready).then_some(ready_at),
@@ -676,15 +688,7 @@ impl CloudProvider for FakeCloud {
     }
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
-        let now = self.inner.clock.now();
-        let mut st = self.inner.state.lock().expect("fake cloud state");
-        self.advance(&mut st, now);
-        Ok(st
-            .instances
-            .values()
-            .filter(|i| i.state != InstanceState::Terminated)
-            .cloned()
-            .collect())
+        Ok(self.live_instances(|i| i.cloned().collect()))
     }
 
     async fn instance_types(&self, nodepool: &NodePool) -> Result<Vec<InstanceType>, CloudError> {
