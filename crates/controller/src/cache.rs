@@ -17,8 +17,8 @@ pub struct Cache {
     pub nodepools: BTreeMap<String, (u64, NodePool)>,
     pub pdbs: BTreeMap<String, (u64, Pdb)>,
     pub daemonsets: BTreeMap<String, (u64, Pod)>,
-    /// Node name → keys of the active pods bound to it.
-    pub pods_on: BTreeMap<String, BTreeSet<String>>,
+    /// Node name → the active pods bound to it, by key.
+    pub pods_on: BTreeMap<String, BTreeMap<String, Arc<Pod>>>,
     /// Node name → the summed requests of the active pods bound to it.
     pub used_on: BTreeMap<String, capstan_model::Resources>,
     /// Keys of pending pods (unbound, active, not DaemonSet pods).
@@ -162,7 +162,7 @@ impl Cache {
         }
     }
 
-    fn index_pod(&mut self, key: &str, p: &Pod) {
+    fn index_pod(&mut self, key: &str, p: &Arc<Pod>) {
         if !p.is_active() || p.is_daemonset_pod() && p.node_name.is_none() {
             return;
         }
@@ -171,7 +171,7 @@ impl Cache {
                 self.pods_on
                     .entry(n.clone())
                     .or_default()
-                    .insert(key.to_string());
+                    .insert(key.to_string(), p.clone());
                 self.used_on.entry(n.clone()).or_default().add(&p.requests);
             }
             None if !p.is_daemonset_pod() => {
@@ -186,7 +186,7 @@ impl Cache {
             if let Some(n) = &old.node_name {
                 self.freed += 1;
                 if let Some(set) = self.pods_on.get_mut(n) {
-                    if set.remove(key) {
+                    if set.remove(key).is_some() {
                         if let Some(u) = self.used_on.get_mut(n) {
                             u.sub(&old.requests);
                         }
@@ -206,10 +206,9 @@ impl Cache {
         self.pods_on
             .get(node)
             .into_iter()
-            .flatten()
-            .filter_map(|k| self.pods.get(k))
-            .map(|(_, p)| p.clone())
+            .flat_map(|set| set.values())
             .filter(|p| !p.is_daemonset_pod())
+            .cloned()
             .collect()
     }
 

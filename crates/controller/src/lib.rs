@@ -1430,12 +1430,8 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                 .collect(),
             ..Default::default()
         };
-        for names in self.cache.pods_on.values() {
-            for k in names {
-                if let Some((_, p)) = self.cache.pods.get(k) {
-                    snap.pods.push(p.clone());
-                }
-            }
+        for set in self.cache.pods_on.values() {
+            snap.pods.extend(set.values().cloned());
         }
         for (_, c) in self.cache.claims.values() {
             if c.deleting() || c.status.registered {
@@ -1519,9 +1515,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             .cache
             .pods_on
             .values()
-            .flatten()
-            .filter_map(|k| self.cache.pods.get(k))
-            .map(|(_, p)| p.clone())
+            .flat_map(|set| set.values().cloned())
             .collect();
         DisruptionInputs {
             nodes: infos,

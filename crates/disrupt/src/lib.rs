@@ -249,7 +249,8 @@ pub fn budget_allows(budgets: &[Budget], reason: &str, total_nodes: i64, now: f6
 
 struct Engine<'a> {
     input: Input<'a>,
-    pods_on: BTreeMap<&'a str, Vec<usize>>,
+    /// Node index → indexes of the active pods bound to it.
+    pods_on: Vec<Vec<usize>>,
     pool_of: Vec<Option<usize>>,
     /// Remaining budget per (pool, reason).
     budget: BTreeMap<(usize, Reason), i64>,
@@ -257,7 +258,11 @@ struct Engine<'a> {
     /// Evictions each PDB allows now.
     pdb_allowed: Vec<i64>,
     /// Per pod: the PDBs that select it.
-    pdbs_of: Vec<Vec<usize>>,
+    /// Pod index → its entry in `pdb_sets` (the PDBs that select it).
+    pdbs_of: Vec<usize>,
+    pdb_sets: Vec<Vec<usize>>,
+    /// Node index → its pods that move when it goes (DaemonSet pods go with it).
+    movable_on: Vec<Vec<usize>>,
     /// Per node: allocatable minus its pods' requests (zero for nodes that take no pods).
     free: Vec<capstan_model::Resources>,
     /// Per node: its movable pods' requests.
@@ -272,12 +277,26 @@ struct Engine<'a> {
 
 impl<'a> Engine<'a> {
     fn new(input: Input<'a>) -> Engine<'a> {
-        let mut pods_on: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        // Node name → index; pods arrive grouped by node, so the last lookup is tried first.
+        let node_index: std::collections::HashMap<&str, usize> = input
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.node.name.as_str(), i))
+            .collect();
+        let mut pods_on: Vec<Vec<usize>> = vec![Vec::new(); input.nodes.len()];
+        let mut last: Option<(&str, usize)> = None;
         for (i, p) in input.pods.iter().enumerate() {
-            if let Some(n) = &p.node_name {
-                if p.is_active() {
-                    pods_on.entry(n.as_str()).or_default().push(i);
-                }
+            let (Some(n), true) = (&p.node_name, p.is_active()) else {
+                continue;
+            };
+            let at = match last {
+                Some((name, at)) if name == n.as_str() => Some(at),
+                _ => node_index.get(n.as_str()).copied(),
+            };
+            if let Some(at) = at {
+                last = Some((n.as_str(), at));
+                pods_on[at].push(i);
             }
         }
         let pool_of = input
@@ -291,28 +310,37 @@ impl<'a> Engine<'a> {
             .collect();
         // Which PDBs select each pod — computed once per distinct (namespace, labels), since
         // a workload's pods share them — and each PDB's allowance from the same pass.
-        let mut memo: BTreeMap<(&str, &BTreeMap<String, String>), Vec<usize>> = BTreeMap::new();
+        let mut memo: BTreeMap<(&str, &BTreeMap<String, String>), usize> = BTreeMap::new();
+        let mut pdb_sets: Vec<Vec<usize>> = Vec::new();
         let mut expected = vec![0i64; input.pdbs.len()];
         let mut healthy = vec![0i64; input.pdbs.len()];
-        let pdbs_of: Vec<Vec<usize>> = input
+        let mut last: Option<(&str, &BTreeMap<String, String>, usize)> = None;
+        let pdbs_of: Vec<usize> = input
             .pods
             .iter()
             .map(|pod| {
-                let sel = memo
-                    .entry((pod.namespace.as_str(), &pod.labels))
-                    .or_insert_with(|| {
-                        (0..input.pdbs.len())
-                            .filter(|&i| input.pdbs[i].selects(pod))
-                            .collect()
-                    })
-                    .clone();
+                let set = match last {
+                    // Neighbours are often replicas of one workload.
+                    Some((ns, labels, set)) if ns == pod.namespace && *labels == pod.labels => set,
+                    _ => *memo
+                        .entry((pod.namespace.as_str(), &pod.labels))
+                        .or_insert_with(|| {
+                            pdb_sets.push(
+                                (0..input.pdbs.len())
+                                    .filter(|&i| input.pdbs[i].selects(pod))
+                                    .collect(),
+                            );
+                            pdb_sets.len() - 1
+                        }),
+                };
+                last = Some((pod.namespace.as_str(), &pod.labels, set));
                 if pod.is_active() {
-                    for &i in &sel {
+                    for &i in &pdb_sets[set] {
                         expected[i] += 1;
                         healthy[i] += Pdb::healthy(pod) as i64;
                     }
                 }
-                sel
+                set
             })
             .collect();
         let pdb_allowed = input
@@ -327,7 +355,7 @@ impl<'a> Engine<'a> {
         for n in input.nodes {
             let mut used = capstan_model::Resources::new();
             let mut movable = capstan_model::Resources::new();
-            for &p in pods_on.get(n.node.name.as_str()).into_iter().flatten() {
+            for &p in &pods_on[used_all.len()] {
                 used = used.plus(&input.pods[p].requests);
                 if !input.pods[p].is_daemonset_pod() {
                     movable = movable.plus(&input.pods[p].requests);
@@ -352,6 +380,15 @@ impl<'a> Engine<'a> {
             load.push(movable);
             used_all.push(used);
         }
+        let movable_on = pods_on
+            .iter()
+            .map(|ps| {
+                ps.iter()
+                    .copied()
+                    .filter(|&p| !input.pods[p].is_daemonset_pod())
+                    .collect()
+            })
+            .collect();
         let unit_price = input
             .nodepools
             .iter()
@@ -388,6 +425,8 @@ impl<'a> Engine<'a> {
             taken: BTreeSet::new(),
             pdb_allowed,
             pdbs_of,
+            pdb_sets,
+            movable_on,
             free,
             load,
             used: used_all,
@@ -437,19 +476,9 @@ impl<'a> Engine<'a> {
         need.cpu <= free.cpu && need.memory <= free.memory && need.pods <= free.pods
     }
 
-    fn pods(&self, node: usize) -> Vec<usize> {
-        self.pods_on
-            .get(self.input.nodes[node].node.name.as_str())
-            .cloned()
-            .unwrap_or_default()
-    }
-
     /// Pods that move when the node goes (DaemonSet pods go with it).
-    fn movable_pods(&self, node: usize) -> Vec<usize> {
-        self.pods(node)
-            .into_iter()
-            .filter(|&p| !self.input.pods[p].is_daemonset_pod())
-            .collect()
+    fn movable_pods(&self, node: usize) -> &[usize] {
+        &self.movable_on[node]
     }
 
     /// The price of the cheapest available offering in `pool` whose allocatable holds the
@@ -459,7 +488,7 @@ impl<'a> Engine<'a> {
         let input = self.input;
         let np = &input.nodepools[pool];
         let mut need = capstan_model::Resources::new();
-        for p in self.movable_pods(node) {
+        for &p in self.movable_pods(node) {
             need = need.plus(&input.pods[p].requests);
         }
         input
@@ -517,7 +546,7 @@ impl<'a> Engine<'a> {
         {
             return Some("node annotated do-not-disrupt".into());
         }
-        for &p in &self.pods(node) {
+        for &p in &self.pods_on[node] {
             let pod = &self.input.pods[p];
             if pod
                 .annotations
@@ -527,14 +556,14 @@ impl<'a> Engine<'a> {
                 return Some(format!("pod {} has do-not-disrupt", pod.key()));
             }
         }
-        self.pdb_block(&self.movable_pods(node))
+        self.pdb_block(self.movable_pods(node))
     }
 
     /// Whether PDBs allow evicting all these pods.
     fn pdb_block(&self, pods: &[usize]) -> Option<String> {
         let mut evicting: BTreeMap<usize, i64> = BTreeMap::new();
         for &p in pods {
-            for &i in &self.pdbs_of[p] {
+            for &i in &self.pdb_sets[self.pdbs_of[p]] {
                 *evicting.entry(i).or_default() += 1;
             }
         }
@@ -564,7 +593,7 @@ impl<'a> Engine<'a> {
         };
         let pending: Vec<Pod> = candidates
             .iter()
-            .flat_map(|&c| self.movable_pods(c))
+            .flat_map(|&c| self.movable_pods(c).iter().copied())
             .map(|p| {
                 let mut pod = Pod::clone(&input.pods[p]);
                 pod.node_name = None;
@@ -604,7 +633,7 @@ impl<'a> Engine<'a> {
             }
             snapshot.nodes.push(n.node.clone());
             if topology {
-                for &p in self.pods_on.get(n.node.name.as_str()).into_iter().flatten() {
+                for &p in &self.pods_on[i] {
                     snapshot.pods.push(input.pods[p].clone());
                 }
             } else {
@@ -708,7 +737,7 @@ impl<'a> Engine<'a> {
         moves.sort_by(|a, b| a.pod.cmp(&b.pod));
         let movable: Vec<usize> = candidates
             .iter()
-            .flat_map(|&c| self.movable_pods(c))
+            .flat_map(|&c| self.movable_pods(c).iter().copied())
             .collect();
         let waves = self.drain(&movable);
         let cap = candidates
@@ -754,7 +783,7 @@ impl<'a> Engine<'a> {
             let mut wave = Vec::new();
             let mut rest = Vec::new();
             for p in left {
-                let pdbs = &self.pdbs_of[p];
+                let pdbs = &self.pdb_sets[self.pdbs_of[p]];
                 if pdbs.iter().all(|&i| used[i] < allowance[i]) {
                     pdbs.iter().for_each(|&i| used[i] += 1);
                     wave.push(p);
@@ -962,7 +991,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             && e.replacement_bound(set) < price - 1e-9
             && e.pdb_block(
                 &set.iter()
-                    .flat_map(|&i| e.movable_pods(i))
+                    .flat_map(|&i| e.movable_pods(i).iter().copied())
                     .collect::<Vec<_>>(),
             )
             .is_none()
@@ -1041,7 +1070,7 @@ pub fn interruption(input: Input<'_>, node: &str, seconds_left: f64) -> Option<C
     c.savings = c.savings.max(0.0);
     if c.drain_seconds > seconds_left && c.drain.len() > 1 {
         c.drain = vec![c.drain.concat()];
-        c.drain_seconds = e.drain_seconds(&[e.movable_pods(i)], Some(seconds_left));
+        c.drain_seconds = e.drain_seconds(&[e.movable_pods(i).to_vec()], Some(seconds_left));
     }
     c.drain_seconds = c.drain_seconds.min(seconds_left);
     Some(c)

@@ -855,9 +855,7 @@ impl Sim {
             .pods_on
             .get(node)
             .into_iter()
-            .flatten()
-            .filter_map(|k| self.view.pods.get(k))
-            .map(|(_, p)| p.clone())
+            .flat_map(|set| set.values().cloned())
             .collect();
         let mut lost = 0;
         for p in pods {
@@ -1051,9 +1049,8 @@ impl Sim {
                     .pods_on
                     .get(name)
                     .into_iter()
-                    .flatten()
-                    .filter_map(|k| self.view.pods.get(k));
-                snapshot.pods.extend(pods.map(|(_, p)| p.clone()));
+                    .flat_map(|set| set.values().cloned());
+                snapshot.pods.extend(pods);
             } else {
                 let used = self.view.used_on.get(name).cloned().unwrap_or_default();
                 let a = &node.allocatable;
