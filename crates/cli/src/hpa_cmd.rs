@@ -231,7 +231,7 @@ fn convert(t: TickInput) -> Result<Tick, String> {
             deleting: p.deleting,
             start: age(p.start_age_seconds),
             ready_transition: age(p.ready_transition_age_seconds),
-            containers,
+            containers: containers.into(),
         });
     }
     let m = t.metrics;

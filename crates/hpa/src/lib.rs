@@ -52,7 +52,8 @@ pub struct PodInfo {
     pub start: f64,
     /// The PodReady condition's lastTransitionTime, relative.
     pub ready_transition: f64,
-    pub containers: Vec<ContainerInfo>,
+    /// Shared: the replicas of one template have the same containers.
+    pub containers: std::sync::Arc<[ContainerInfo]>,
 }
 
 /// Metric samples as the metrics APIs would return them. A pod absent from a map has no sample.

@@ -487,16 +487,23 @@ fn group_pods(tick: &Tick, samples: &Aligned, cpu: bool) -> (Vec<Group>, usize, 
     (groups, ready, unready, missing)
 }
 
-/// Upstream's `calculatePodRequests`, milli-units per pod index.
+/// Upstream's `calculatePodRequests`, milli-units per pod index. Pods that share their
+/// containers (replicas of one template) share the sum.
 fn pod_requests(
     pods: &[PodInfo],
     container: Option<&str>,
     resource: &str,
 ) -> Result<Vec<i64>, String> {
+    let mut last: Option<(&std::sync::Arc<[crate::ContainerInfo]>, i64)> = None;
     pods.iter()
         .map(|p| {
+            if let Some((cs, sum)) = last {
+                if std::sync::Arc::ptr_eq(cs, &p.containers) {
+                    return Ok(sum);
+                }
+            }
             let mut sum = 0;
-            for c in &p.containers {
+            for c in p.containers.iter() {
                 if container.is_none_or(|want| want == c.name) {
                     match c.requests.get(resource) {
                         Some(v) => sum += v,
@@ -509,6 +516,7 @@ fn pod_requests(
                     }
                 }
             }
+            last = Some((&p.containers, sum));
             Ok(sum)
         })
         .collect()

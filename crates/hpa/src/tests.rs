@@ -167,7 +167,7 @@ fn pod(name: &str, cpu: i64) -> PodInfo {
         deleting: false,
         start: ZERO_TIME,
         ready_transition: ZERO_TIME,
-        containers: vec![ContainerInfo {
+        containers: [ContainerInfo {
             name: "app".into(),
             requests: [
                 ("cpu".to_string(), cpu),
@@ -176,8 +176,16 @@ fn pod(name: &str, cpu: i64) -> PodInfo {
             .into_iter()
             .collect(),
             sidecar: false,
-        }],
+        }]
+        .into(),
     }
+}
+
+/// Changes a pod's (shared) containers.
+fn edit_containers(p: &mut PodInfo, f: impl FnOnce(&mut Vec<ContainerInfo>)) {
+    let mut cs = p.containers.to_vec();
+    f(&mut cs);
+    p.containers = cs.into();
 }
 
 /// A tick for `n` pods requesting 1 CPU each, HPA min 1 max 20 on the given metrics, not the
@@ -281,6 +289,25 @@ case!(
                 .insert("gone".into(), 800);
         }),
     6
+);
+
+// Usage 1000 each; requests 1000, 1000, 2000, 1000: 80% of request → 1.6 × 4 → 7. Reusing
+// the shared sum for the third pod would give 100% and 8.
+case!(
+    replicas_sharing_their_containers_are_summed_like_separate_pods,
+    B::new(4, vec![util("cpu", 50)]).cpu_all(1000).with(|t| {
+        let shared = t.pods[0].containers.clone();
+        for (i, p) in t.pods.iter_mut().enumerate() {
+            if i == 2 {
+                edit_containers(p, |cs| {
+                    cs[0].requests.insert("cpu".into(), 2000);
+                });
+            } else {
+                p.containers = shared.clone();
+            }
+        }
+    }),
+    7
 );
 
 #[test]
@@ -511,7 +538,9 @@ case!(
     4
 );
 case!(a_pod_without_a_request_for_the_resource_is_an_error, B::new(2, vec![util("cpu", 50)]).cpu_all(1000).with(|t| {
-    t.pods[1].containers[0].requests.remove("cpu");
+    edit_containers(&mut t.pods[1], |cs| {
+        cs[0].requests.remove("cpu");
+    });
 }), 2, "ScalingActive" => "False/FailedGetResourceMetric");
 case!(no_resource_metrics_at_all_is_failed_get_resource_metric, B::new(2, vec![util("cpu", 50)]), 2,
     "ScalingActive" => "False/FailedGetResourceMetric", "AbleToScale" => "True/SucceededGetScale");
@@ -530,11 +559,11 @@ case!(
     a_container_resource_metric_reads_only_that_container,
     B::new(2, vec![container_util("app", "cpu", 50)]).with(|t| {
         for p in &mut t.pods {
-            p.containers.push(ContainerInfo {
+            edit_containers(p, |cs| cs.push(ContainerInfo {
                 name: "proxy".into(),
                 requests: [("cpu".to_string(), 4000)].into_iter().collect(),
                 sidecar: false,
-            });
+            }));
         }
         t.metrics.container_resource.insert(
             "app".into(),
@@ -554,11 +583,11 @@ case!(
     sidecar_requests_count_toward_pod_utilization,
     B::new(2, vec![util("cpu", 50)]).cpu_all(1000).with(|t| {
         for p in &mut t.pods {
-            p.containers.push(ContainerInfo {
+            edit_containers(p, |cs| cs.push(ContainerInfo {
                 name: "proxy".into(),
                 requests: [("cpu".to_string(), 1000)].into_iter().collect(),
                 sidecar: true,
-            });
+            }));
         }
     }),
     2

@@ -237,6 +237,8 @@ struct PodTimes {
 struct Members {
     keys: BTreeSet<String>,
     ready: usize,
+    /// Bumped when a pod joins, leaves or is bound: the autoscaler rebuilds its pod list.
+    version: u64,
 }
 
 struct Sim {
@@ -879,6 +881,7 @@ impl Sim {
         let t = self.pods.remove(key)?;
         let m = &mut self.members[t.workload];
         m.keys.remove(key);
+        m.version += 1;
         if t.counted_ready {
             m.ready -= 1;
         }
@@ -928,7 +931,7 @@ impl Sim {
             let mut scaled = Vec::new();
             for (w, st) in self.workloads.iter_mut().enumerate() {
                 if due[w] {
-                    if let Some(n) = st.autoscale(now, &live[w]) {
+                    if let Some(n) = st.autoscale(now, &live[w], self.members[w].version) {
                         scaled.push(format!("{} → {n} replicas", st.spec.name));
                     }
                 }
@@ -954,6 +957,7 @@ impl Sim {
                         },
                     );
                     self.members[w].keys.insert(p.key());
+                    self.members[w].version += 1;
                     self.summary.pods_created += 1;
                     self.api.put(Object::Pod(Arc::new(p)));
                 }
@@ -1096,6 +1100,7 @@ impl Sim {
                 if let Some(t) = self.pods.get_mut(&key) {
                     if t.bound.is_none() {
                         t.bound = Some(now);
+                        self.members[t.workload].version += 1;
                         let startup = self.workloads[t.workload].spec.startup_seconds;
                         t.ready_at = Some(now + startup);
                         self.pending_durations.push(now - t.created);

@@ -88,7 +88,8 @@ pub struct WorkloadState {
     pub jobs_done: f64,
     last_scale: f64,
     /// The last HPA tick, reused while the pod set does not change.
-    tick: Option<Tick>,
+    /// The last tick, and the version of the pod set it was built for.
+    tick: Option<(u64, Tick)>,
 }
 
 impl WorkloadState {
@@ -225,7 +226,13 @@ impl WorkloadState {
     }
 
     /// Runs the autoscaler if it is due; returns the new spec.replicas when it changed.
-    pub fn autoscale(&mut self, t: f64, pods: &[(&str, bool, f64, f64)]) -> Option<i32> {
+    /// `version` changes whenever the set of pods (or their bind and ready times) changes.
+    pub fn autoscale(
+        &mut self,
+        t: f64,
+        pods: &[(&str, bool, f64, f64)],
+        version: u64,
+    ) -> Option<i32> {
         if t - self.last_scale < SYNC_PERIOD {
             return None;
         }
@@ -261,10 +268,15 @@ impl WorkloadState {
         // same (the common case): building tens of thousands of pod records every 15 s is
         // most of the cost of a large simulation.
         let req = self.template.requests.cpu;
-        let mut tick = self.tick.take().unwrap_or_default();
-        let same =
-            tick.pods.len() == pods.len() && tick.pods.iter().zip(pods).all(|(a, b)| a.name == b.0);
+        let (seen, mut tick) = self.tick.take().unwrap_or_default();
+        let same = seen == version && tick.pods.len() == pods.len();
         if !same {
+            let containers: std::sync::Arc<[ContainerInfo]> = [ContainerInfo {
+                name: "app".into(),
+                requests: [("cpu".to_string(), req)].into_iter().collect(),
+                sidecar: false,
+            }]
+            .into();
             tick.pods = pods
                 .iter()
                 .map(|(name, ..)| PodInfo {
@@ -274,11 +286,7 @@ impl WorkloadState {
                     deleting: false,
                     start: 0.0,
                     ready_transition: 0.0,
-                    containers: vec![ContainerInfo {
-                        name: "app".into(),
-                        requests: [("cpu".to_string(), req)].into_iter().collect(),
-                        sidecar: false,
-                    }],
+                    containers: containers.clone(),
                 })
                 .collect();
             tick.metrics.resource.clear();
@@ -303,20 +311,20 @@ impl WorkloadState {
                 v
             })
             .collect();
-        // The samples are keyed by pod name, and the pods come in name order: when the same
-        // pods have samples as last time, the values are updated in place.
-        let with_sample = || {
-            pods.iter()
-                .zip(&values)
-                .filter_map(|((name, ..), v)| v.map(|v| (*name, v)))
-        };
+        // The pods with a sample are those started before a threshold, so two such sets of
+        // one pod set are nested: with the same pods and as many samples as before, they are
+        // the same pods, and the values (one per workload here) are updated in place.
         let cpu = tick.metrics.resource.entry("cpu".into()).or_default();
-        if cpu.len() == sampled && cpu.keys().zip(with_sample()).all(|(k, (n, _))| k == n) {
-            for (slot, (_, v)) in cpu.values_mut().zip(with_sample()) {
-                *slot = v;
+        if same && cpu.len() == sampled {
+            for (slot, v) in cpu.values_mut().zip(values.iter().flatten()) {
+                *slot = *v;
             }
         } else {
-            *cpu = with_sample().map(|(n, v)| (n.to_string(), v)).collect();
+            *cpu = pods
+                .iter()
+                .zip(&values)
+                .filter_map(|((name, ..), v)| v.map(|v| (name.to_string(), v)))
+                .collect();
         }
         tick.metrics.timestamp = sample.map_or(0.0, |(_, ts)| ts - t);
         tick.spec = spec;
@@ -335,7 +343,7 @@ impl WorkloadState {
             "hpa"
         );
         self.history = d.history;
-        self.tick = Some(tick);
+        self.tick = Some((version, tick));
         (d.desired_replicas != self.desired).then(|| {
             self.desired = d.desired_replicas;
             self.desired
