@@ -12,7 +12,7 @@ pub struct Cache {
     /// The resourceVersion the cache has seen up to; `None` before the first list.
     pub rv: Option<u64>,
     pub pods: BTreeMap<String, (u64, Arc<Pod>)>,
-    pub nodes: BTreeMap<String, (u64, Node)>,
+    pub nodes: BTreeMap<String, (u64, Arc<Node>)>,
     pub claims: BTreeMap<String, (u64, NodeClaim)>,
     pub nodepools: BTreeMap<String, (u64, NodePool)>,
     pub pdbs: BTreeMap<String, (u64, Pdb)>,
@@ -21,6 +21,9 @@ pub struct Cache {
     pub pods_on: BTreeMap<String, BTreeMap<String, Arc<Pod>>>,
     /// Node name → the summed requests of the active pods bound to it.
     pub used_on: BTreeMap<String, capstan_model::Resources>,
+    /// Names of nodes that active pods are bound to but that are not in the cache (deleted
+    /// under their pods, or not seen yet).
+    pub dangling: BTreeSet<String>,
     /// Keys of pending pods (unbound, active, not DaemonSet pods).
     pub pending: BTreeSet<String>,
     /// Provider id → node name.
@@ -105,7 +108,8 @@ impl Cache {
                 if let Some(pid) = &n.provider_id {
                     self.node_by_provider.insert(pid.clone(), key.clone());
                 }
-                self.nodes.insert(key, (rv, n));
+                self.dangling.remove(&key);
+                self.nodes.insert(key, (rv, Arc::new(n)));
                 self.generation += 1;
                 self.node_generation += 1;
             }
@@ -141,6 +145,9 @@ impl Cache {
             }
             Kind::Node => {
                 self.node_generation += 1;
+                if self.pods_on.contains_key(key) {
+                    self.dangling.insert(key.to_string());
+                }
                 if let Some((_, n)) = self.nodes.remove(key) {
                     if let Some(pid) = &n.provider_id {
                         self.node_by_provider.remove(pid);
@@ -168,6 +175,9 @@ impl Cache {
         }
         match &p.node_name {
             Some(n) => {
+                if !self.nodes.contains_key(n) {
+                    self.dangling.insert(n.clone());
+                }
                 self.pods_on
                     .entry(n.clone())
                     .or_default()
@@ -194,6 +204,7 @@ impl Cache {
                     if set.is_empty() {
                         self.pods_on.remove(n);
                         self.used_on.remove(n);
+                        self.dangling.remove(n);
                     }
                 }
             }
@@ -270,5 +281,37 @@ mod tests {
         });
         assert!(c.workload_pods_on("n1").is_empty());
         assert_eq!(c.rv, Some(3));
+    }
+
+    #[test]
+    fn a_node_with_pods_bound_to_it_is_dangling_while_it_is_missing() {
+        let mut c = Cache::default();
+        let gone = |key: &str| Event {
+            rv: 0,
+            kind: if key.contains('/') {
+                Kind::Pod
+            } else {
+                Kind::Node
+            },
+            key: key.into(),
+            object: None,
+        };
+        c.apply(ev(1, Object::Pod(pod("a", Some("n1")))));
+        assert!(c.dangling.contains("n1"), "bound before the node is seen");
+        let node = capstan_model::convert::Node {
+            name: "n1".into(),
+            ..Default::default()
+        };
+        c.apply(ev(2, Object::Node(node.clone())));
+        assert!(c.dangling.is_empty());
+        c.apply(gone("n1"));
+        assert!(c.dangling.contains("n1"), "deleted under its pod");
+        c.apply(gone("default/a"));
+        assert!(c.dangling.is_empty(), "its last pod left");
+        c.apply(ev(3, Object::Node(node)));
+        assert!(
+            c.dangling.is_empty(),
+            "a node without pods is never dangling"
+        );
     }
 }

@@ -639,7 +639,9 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             .await
         {
             Ok(new_rv) => {
-                self.cache.nodes.insert(node.name.clone(), (new_rv, node));
+                self.cache
+                    .nodes
+                    .insert(node.name.clone(), (new_rv, Arc::new(node)));
                 true
             }
             Err(e) => {
@@ -660,7 +662,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         if has == on {
             return true;
         }
-        let mut n = n.clone();
+        let mut n = capstan_model::Node::clone(n);
         if on {
             n.taints.push(Taint {
                 key: capstan_disrupt::DISRUPTED_TAINT.into(),
@@ -1140,7 +1142,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         let Some((_, node)) = self.cache.nodes.get(&node_name) else {
             return;
         };
-        let mut node = node.clone();
+        let mut node = capstan_model::Node::clone(node);
         let before = node.clone();
         node.taints.retain(|t| t.key != UNREGISTERED_TAINT);
         for (k, v) in &c.labels {
@@ -1421,7 +1423,12 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
     /// to them), DaemonSets.
     fn snapshot(&self, types: &[InstanceType]) -> Snapshot {
         let mut snap = Snapshot {
-            nodes: self.cache.nodes.values().map(|(_, n)| n.clone()).collect(),
+            nodes: self
+                .cache
+                .nodes
+                .values()
+                .map(|(_, n)| capstan_model::Node::clone(n))
+                .collect(),
             daemonsets: self
                 .cache
                 .daemonsets
@@ -1498,10 +1505,10 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                 info.created = Some(self.config.epoch_unix + c.created);
                 if !c.status.initialized {
                     // Not ready for disruption yet: counts against budgets like NotReady.
-                    info.node.ready = false;
+                    Arc::make_mut(&mut info.node).ready = false;
                 }
                 if c.deleting() {
-                    info.node.unschedulable = true;
+                    Arc::make_mut(&mut info.node).unschedulable = true;
                 }
                 if let Some(pid) = &c.status.provider_id {
                     info.provider_drift = self.provider_drift.get(pid).cloned();

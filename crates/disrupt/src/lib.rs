@@ -44,7 +44,8 @@ pub const SINGLE_NODE_ATTEMPTS: usize = 100;
 /// A node as the engine sees it.
 #[derive(Clone, Debug)]
 pub struct NodeInfo {
-    pub node: Node,
+    /// Shared with the caller's cache: an evaluation copies no node.
+    pub node: std::sync::Arc<Node>,
     /// NodePool name (from `capstan.dev/nodepool`); `None` for nodes capstan does not manage.
     pub nodepool: Option<String>,
     /// Index into the instance types.
@@ -60,7 +61,8 @@ pub struct NodeInfo {
 
 impl NodeInfo {
     /// A node from the cluster, priced from the catalog by its labels.
-    pub fn from_node(node: Node, types: &[InstanceType]) -> NodeInfo {
+    pub fn from_node(node: impl Into<std::sync::Arc<Node>>, types: &[InstanceType]) -> NodeInfo {
+        let node = node.into();
         let nodepool = node.labels.get(labels::NODEPOOL).cloned();
         let instance_type = node
             .labels
@@ -631,7 +633,7 @@ impl<'a> Engine<'a> {
                 }
                 continue;
             }
-            snapshot.nodes.push(n.node.clone());
+            snapshot.nodes.push(Node::clone(&n.node));
             if topology {
                 for &p in &self.pods_on[i] {
                     snapshot.pods.push(input.pods[p].clone());

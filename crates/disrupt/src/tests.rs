@@ -195,7 +195,7 @@ fn disrupting_and_not_ready_nodes_count_against_the_budget() {
         node("b", "m7i.large", 2.0, &t),
         node("c", "m7i.large", 2.0, &t),
     ];
-    nodes[2].node.ready = false;
+    std::sync::Arc::make_mut(&mut nodes[2].node).ready = false;
     let pods = [pod("p", "a", 500, 512)];
     let one = pool(json!({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "1"}]}}));
     let r = eval(&nodes, &pods, &[], &[one], &t);
@@ -650,7 +650,7 @@ mod properties {
                     .map(|(i, &(s, state, age))| {
                         let mut n = node(&format!("n{i}"), sizes[s], age, &t);
                         if state == 0 {
-                            n.node.ready = false;
+                            std::sync::Arc::make_mut(&mut n.node).ready = false;
                         }
                         n
                     })

@@ -559,11 +559,13 @@ case!(
     a_container_resource_metric_reads_only_that_container,
     B::new(2, vec![container_util("app", "cpu", 50)]).with(|t| {
         for p in &mut t.pods {
-            edit_containers(p, |cs| cs.push(ContainerInfo {
-                name: "proxy".into(),
-                requests: [("cpu".to_string(), 4000)].into_iter().collect(),
-                sidecar: false,
-            }));
+            edit_containers(p, |cs| {
+                cs.push(ContainerInfo {
+                    name: "proxy".into(),
+                    requests: [("cpu".to_string(), 4000)].into_iter().collect(),
+                    sidecar: false,
+                })
+            });
         }
         t.metrics.container_resource.insert(
             "app".into(),
@@ -583,11 +585,13 @@ case!(
     sidecar_requests_count_toward_pod_utilization,
     B::new(2, vec![util("cpu", 50)]).cpu_all(1000).with(|t| {
         for p in &mut t.pods {
-            edit_containers(p, |cs| cs.push(ContainerInfo {
-                name: "proxy".into(),
-                requests: [("cpu".to_string(), 1000)].into_iter().collect(),
-                sidecar: true,
-            }));
+            edit_containers(p, |cs| {
+                cs.push(ContainerInfo {
+                    name: "proxy".into(),
+                    requests: [("cpu".to_string(), 1000)].into_iter().collect(),
+                    sidecar: true,
+                })
+            });
         }
     }),
     2

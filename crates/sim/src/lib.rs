@@ -1071,7 +1071,7 @@ impl Sim {
                 }
                 snapshot.used.insert(name.clone(), used);
             }
-            snapshot.nodes.push(node.clone());
+            snapshot.nodes.push(capstan_model::Node::clone(node));
         }
         if snapshot.nodes.is_empty() {
             return;
@@ -1318,13 +1318,7 @@ impl Sim {
             }
         }
         // Pods on nodes that no longer exist (capstan deleted the node under them).
-        let orphans: Vec<String> = self
-            .view
-            .pods_on
-            .keys()
-            .filter(|n| !self.view.nodes.contains_key(*n))
-            .cloned()
-            .collect();
+        let orphans: Vec<String> = self.view.dangling.iter().cloned().collect();
         for n in orphans {
             self.kill_node(now, &n, "node deleted with pods on it");
         }
