@@ -23,7 +23,6 @@ pub mod time;
 use capstan_model::labels::{self, CAPACITY_SPOT, DO_NOT_DISRUPT};
 use capstan_model::nodepool::{Budget, ConsolidationPolicy, parse_duration};
 use capstan_model::pdb::{IntOrPercent, Pdb};
-use capstan_model::requirements::Undefined;
 use capstan_model::{InstanceType, Node, NodePool, Pod};
 use capstan_sched::{Plan, Snapshot, SolveInput, SolveOptions, solve};
 use std::collections::{BTreeMap, BTreeSet};
@@ -265,6 +264,8 @@ struct Engine<'a> {
     pdb_sets: Vec<Vec<usize>>,
     /// Node index → its pods that move when it goes (DaemonSet pods go with it).
     movable_on: Vec<Vec<usize>>,
+    /// NodePool index → its template hash.
+    pool_hash: Vec<String>,
     /// Per node: allocatable minus its pods' requests (zero for nodes that take no pods).
     free: Vec<capstan_model::Resources>,
     /// Per node: its movable pods' requests.
@@ -429,6 +430,7 @@ impl<'a> Engine<'a> {
             pdbs_of,
             pdb_sets,
             movable_on,
+            pool_hash: input.nodepools.iter().map(template_hash).collect(),
             free,
             load,
             used: used_all,
@@ -826,17 +828,17 @@ impl<'a> Engine<'a> {
             return Some(d.clone());
         }
         if let Some(h) = n.node.annotations.get(NODEPOOL_HASH) {
-            if *h != template_hash(np) {
+            if *h != self.pool_hash[pool] {
                 return Some("nodepool template changed".into());
             }
         }
-        let labels = capstan_model::Requirements::from_labels(&n.node.labels);
+        // A label the pool constrains whose value it no longer allows (the node's labels as
+        // requirements meet the pool's only where the pool's requirement has the value).
         for r in np.requirements.iter() {
-            let single = capstan_model::Requirements::from_iter([r.clone()]);
-            if n.node.labels.contains_key(&r.key)
-                && labels.compatible(&single, Undefined::Deny).is_err()
-            {
-                return Some(format!("node no longer satisfies {r}"));
+            if let Some(v) = n.node.labels.get(&r.key) {
+                if !r.has(v) {
+                    return Some(format!("node no longer satisfies {r}"));
+                }
             }
         }
         None

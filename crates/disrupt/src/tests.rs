@@ -328,7 +328,7 @@ fn a_changed_template_hash_drifts_the_node() {
     let t = types();
     let p = pool(json!({"disruption": {"consolidateAfter": "Never"}}));
     let mut n = node("a", "m7i.large", 1.0, &t);
-    n.node
+    std::sync::Arc::make_mut(&mut n.node)
         .annotations
         .insert(NODEPOOL_HASH.into(), template_hash(&p));
     let r = eval(
@@ -339,7 +339,7 @@ fn a_changed_template_hash_drifts_the_node() {
         &t,
     );
     assert!(r.commands.is_empty(), "same hash: no drift");
-    n.node
+    std::sync::Arc::make_mut(&mut n.node)
         .annotations
         .insert(NODEPOOL_HASH.into(), "0000".into());
     let r = eval(&[n], &[pod("p1", "a", 500, 1024)], &[], &[p], &t);
@@ -363,7 +363,7 @@ fn spot_replacements_need_enough_cheaper_spot_types() {
     );
     let mut big = node("big", "m7i.4xlarge", 5.0, &t);
     big.capacity_type = "spot".into();
-    big.node
+    std::sync::Arc::make_mut(&mut big.node)
         .labels
         .insert(labels::CAPACITY_TYPE.into(), "spot".into());
     big.price = t
