@@ -878,6 +878,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
     }
 
     // Drift, then emptiness: within budgets, PDBs and do-not-disrupt.
+    let mut empty: Vec<usize> = Vec::new();
     for reason in [Reason::Drifted, Reason::Empty] {
         for &i in &managed {
             if e.taken.contains(&i) {
@@ -912,6 +913,13 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 );
                 continue;
             }
+            if reason == Reason::Empty {
+                // Like Karpenter, empty nodes go together: one command below.
+                *e.budget.get_mut(&(p, reason)).expect("computed") -= 1;
+                e.taken.insert(i);
+                empty.push(i);
+                continue;
+            }
             let Some(c) = e.command(reason, &[i], reason == Reason::Drifted, false) else {
                 blocked.insert(
                     input.nodes[i].node.name.clone(),
@@ -922,6 +930,22 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             *e.budget.get_mut(&(p, reason)).expect("computed") -= 1;
             e.taken.insert(i);
             out.commands.push(c);
+        }
+    }
+    if !empty.is_empty() {
+        match e.command(Reason::Empty, &empty, false, false) {
+            Some(c) => out.commands.push(c),
+            None => {
+                for &i in &empty {
+                    e.taken.remove(&i);
+                    let p = e.pool_of[i].expect("managed");
+                    *e.budget.get_mut(&(p, Reason::Empty)).expect("computed") += 1;
+                    blocked.insert(
+                        input.nodes[i].node.name.clone(),
+                        "its pods fit nowhere else".into(),
+                    );
+                }
+            }
         }
     }
 

@@ -188,6 +188,28 @@ fn an_empty_node_is_deleted_after_consolidate_after() {
 }
 
 #[test]
+fn empty_nodes_go_in_one_command_as_far_as_the_budget_allows() {
+    let t = types();
+    let nodes: Vec<NodeInfo> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| node(n, "m7i.large", 2.0, &t))
+        .collect();
+    let pods = [pod("p", "a", 500, 512)];
+    let two = pool(json!({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "2"}]}}));
+    let r = eval(&nodes, &pods, &[], &[two], &t);
+    let empty: Vec<&Command> = r
+        .commands
+        .iter()
+        .filter(|c| c.reason == Reason::Empty)
+        .collect();
+    assert_eq!(empty.len(), 1, "{r:#?}");
+    assert_eq!(empty[0].candidates, vec!["b".to_string(), "c".to_string()]);
+    assert!((empty[0].savings - 2.0 * nodes[1].price).abs() < 1e-9);
+    let d = r.blocked.iter().find(|b| b.node == "d").expect("d blocked");
+    assert!(d.reason.contains("allows 0 Empty"), "{}", d.reason);
+}
+
+#[test]
 fn disrupting_and_not_ready_nodes_count_against_the_budget() {
     let t = types();
     let mut nodes = vec![
