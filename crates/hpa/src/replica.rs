@@ -396,10 +396,49 @@ impl Aligned {
     /// Joins samples to pods by name. Pod names are unique, as within one namespace; when
     /// the pods arrive sorted by name (the simulator's case) the join is a single merge.
     fn new(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Aligned {
-        let mut order: Vec<usize> = (0..pods.len()).collect();
-        if !pods.windows(2).all(|w| w[0].name < w[1].name) {
-            order.sort_by(|&a, &b| pods[a].name.cmp(&pods[b].name));
+        Self::merge_sorted(pods, samples).unwrap_or_else(|| Self::sort_and_merge(pods, samples))
+    }
+
+    /// The join when the pods are in strict name order, checked on the way: two neighbours
+    /// that both matched a sample are in order because the samples are, so only pods without
+    /// one are compared with their neighbours. `None` when the pods are not in order.
+    fn merge_sorted(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Option<Aligned> {
+        let mut per_pod = vec![None; pods.len()];
+        let mut extra = (0, 0);
+        let mut keys = samples.iter().peekable();
+        for (i, p) in pods.iter().enumerate() {
+            let mut matched = false;
+            while let Some(&(k, v)) = keys.peek() {
+                if *k == p.name {
+                    per_pod[i] = Some(*v);
+                    keys.next();
+                    matched = true;
+                    break;
+                }
+                if k.as_str() > p.name.as_str() {
+                    break;
+                }
+                extra.0 += 1;
+                extra.1 += v;
+                keys.next();
+            }
+            if !matched
+                && (i > 0 && pods[i - 1].name >= p.name
+                    || i + 1 < pods.len() && p.name >= pods[i + 1].name)
+            {
+                return None;
+            }
         }
+        for (_, v) in keys {
+            extra.0 += 1;
+            extra.1 += v;
+        }
+        Some(Aligned { per_pod, extra })
+    }
+
+    fn sort_and_merge(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Aligned {
+        let mut order: Vec<usize> = (0..pods.len()).collect();
+        order.sort_by(|&a, &b| pods[a].name.cmp(&pods[b].name));
         let mut per_pod = vec![None; pods.len()];
         let mut extra = (0, 0);
         let mut next = order.iter().peekable();
@@ -709,4 +748,54 @@ fn per_pod_replicas(tol: Tolerances, status_replicas: i32, usage: i64, target: i
         usage
     };
     (replicas, avg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pod(name: String) -> PodInfo {
+        PodInfo {
+            name,
+            phase: Phase::Running,
+            ready: Some(true),
+            deleting: false,
+            start: crate::ZERO_TIME,
+            ready_transition: crate::ZERO_TIME,
+            containers: std::sync::Arc::from([]),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, rng_seed: proptest::test_runner::RngSeed::Fixed(7), ..ProptestConfig::default() })]
+
+        /// The single-pass join agrees with sorting first, whatever the pods' order, and
+        /// declines only when the pods are not in strict name order.
+        #[test]
+        fn joining_samples_in_one_pass_agrees_with_sorting_first(
+            names in proptest::collection::vec(0u16..60, 0..40),
+            sampled in proptest::collection::vec(0u16..80, 0..50),
+            shuffle in any::<bool>(),
+        ) {
+            let mut names: Vec<String> = names.iter().map(|n| format!("p{n}")).collect();
+            if !shuffle {
+                names.sort();
+                names.dedup();
+            }
+            let pods: Vec<PodInfo> = names.into_iter().map(pod).collect();
+            let samples: BTreeMap<String, i64> =
+                sampled.iter().map(|n| (format!("p{n}"), *n as i64 * 10)).collect();
+            let slow = Aligned::sort_and_merge(&pods, &samples);
+            let sorted = pods.windows(2).all(|w| w[0].name < w[1].name);
+            match Aligned::merge_sorted(&pods, &samples) {
+                Some(fast) => {
+                    prop_assert!(sorted);
+                    prop_assert_eq!(fast.per_pod, slow.per_pod);
+                    prop_assert_eq!(fast.extra, slow.extra);
+                }
+                None => prop_assert!(!sorted),
+            }
+        }
+    }
 }
