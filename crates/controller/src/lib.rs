@@ -1355,7 +1355,17 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             .filter_map(|k| self.cache.pods.get(k))
             .map(|(_, p)| Pod::clone(p))
             .collect();
-        let snapshot = self.snapshot(&types);
+        // When nothing pending looks at other pods and no bound pod has anti-affinity, bound
+        // pods matter only by their summed requests.
+        let topology = pending
+            .iter()
+            .any(capstan_sched::predicates::looks_at_other_pods)
+            || self
+                .cache
+                .pods
+                .values()
+                .any(|(_, p)| p.is_active() && !p.anti_affinity.is_empty());
+        let snapshot = self.snapshot(&types, topology);
         let input = SolveInput {
             snapshot: &snapshot,
             pending: &pending,
@@ -1421,7 +1431,9 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
 
     /// What the scheduler sees: nodes, bound pods, in-flight claims (with the pods nominated
     /// to them), DaemonSets.
-    fn snapshot(&self, types: &[InstanceType]) -> Snapshot {
+    /// The cluster as the planner sees it; with `topology` false, bound pods are summarized
+    /// per node (see `Snapshot::used`).
+    fn snapshot(&self, types: &[InstanceType], topology: bool) -> Snapshot {
         let mut snap = Snapshot {
             nodes: self
                 .cache
@@ -1437,8 +1449,12 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                 .collect(),
             ..Default::default()
         };
-        for set in self.cache.pods_on.values() {
-            snap.pods.extend(set.values().cloned());
+        if topology {
+            for set in self.cache.pods_on.values() {
+                snap.pods.extend(set.values().cloned());
+            }
+        } else {
+            snap.used = self.cache.used_on.clone();
         }
         for (_, c) in self.cache.claims.values() {
             if c.deleting() || c.status.registered {
@@ -1476,6 +1492,10 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         }
         for (pod, claim) in &self.nominations {
             if let Some((_, p)) = self.cache.pods.get(pod) {
+                if !topology {
+                    snap.used.entry(claim.clone()).or_default().add(&p.requests);
+                    continue;
+                }
                 let mut p = Pod::clone(p);
                 p.node_name = Some(claim.clone());
                 p.phase = capstan_model::pod::PodPhase::Running;
