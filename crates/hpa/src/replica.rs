@@ -620,7 +620,8 @@ fn resource_replicas(
     // On a scale-down, missing pods use 100% of their request (or the target, if higher);
     // on a scale-up, nothing.
     let fallback = 100.max(target as i64);
-    let fill_missing = ratio < 1.0 || ratio > 1.0;
+    // Neither for a ratio of exactly 1 nor for NaN (a zero target), as upstream.
+    let fill_missing = ratio.partial_cmp(&1.0).is_some_and(|o| o.is_ne());
     let filled = |i: usize| match groups[i] {
         Group::Ready => samples.per_pod[i],
         Group::Missing if ratio < 1.0 => Some(requests[i] * fallback / 100),
