@@ -24,6 +24,9 @@ pub struct Cache {
     /// Names of nodes that active pods are bound to but that are not in the cache (deleted
     /// under their pods, or not seen yet).
     pub dangling: BTreeSet<String>,
+    /// How many pods in the cache have required pod anti-affinity (they repel others, so
+    /// planners must see every bound pod while there are any).
+    pub repelling: usize,
     /// Keys of pending pods (unbound, active, not DaemonSet pods).
     pub pending: BTreeSet<String>,
     /// Provider id → node name.
@@ -96,7 +99,10 @@ impl Cache {
             Object::Pod(p) => {
                 self.unindex_pod(&key);
                 self.index_pod(&key, &p);
-                self.pods.insert(key, (rv, p));
+                self.repelling += !p.anti_affinity.is_empty() as usize;
+                if let Some((_, old)) = self.pods.insert(key, (rv, p)) {
+                    self.repelling -= !old.anti_affinity.is_empty() as usize;
+                }
                 self.pod_generation += 1;
             }
             Object::Node(n) => {
@@ -141,7 +147,9 @@ impl Cache {
         match kind {
             Kind::Pod => {
                 self.unindex_pod(key);
-                self.pods.remove(key);
+                if let Some((_, old)) = self.pods.remove(key) {
+                    self.repelling -= !old.anti_affinity.is_empty() as usize;
+                }
             }
             Kind::Node => {
                 self.node_generation += 1;
@@ -313,5 +321,36 @@ mod tests {
             c.dangling.is_empty(),
             "a node without pods is never dangling"
         );
+    }
+
+    #[test]
+    fn pods_with_anti_affinity_are_counted_as_they_come_change_and_go() {
+        let mut c = Cache::default();
+        let repelling = |name: &str, anti: bool| {
+            let mut p = Pod::clone(&pod(name, Some("n1")));
+            if anti {
+                p.anti_affinity.push(capstan_model::pod::PodAffinityTerm {
+                    selector: None,
+                    namespaces: capstan_model::pod::Namespaces::All,
+                    topology_key: "kubernetes.io/hostname".into(),
+                });
+            }
+            Object::Pod(Arc::new(p))
+        };
+        c.apply(ev(1, repelling("a", true)));
+        c.apply(ev(2, repelling("b", false)));
+        assert_eq!(c.repelling, 1);
+        c.apply(ev(3, repelling("a", true)));
+        assert_eq!(c.repelling, 1, "an update of the same pod counts once");
+        c.apply(ev(4, repelling("a", false)));
+        assert_eq!(c.repelling, 0);
+        c.apply(ev(5, repelling("b", true)));
+        c.apply(Event {
+            rv: 6,
+            kind: Kind::Pod,
+            key: "default/b".into(),
+            object: None,
+        });
+        assert_eq!(c.repelling, 0);
     }
 }

@@ -1360,11 +1360,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         let topology = pending
             .iter()
             .any(capstan_sched::predicates::looks_at_other_pods)
-            || self
-                .cache
-                .pods
-                .values()
-                .any(|(_, p)| p.is_active() && !p.anti_affinity.is_empty());
+            || self.cache.repelling > 0;
         let snapshot = self.snapshot(&types, topology);
         let input = SolveInput {
             snapshot: &snapshot,

@@ -313,30 +313,45 @@ impl<'a> Engine<'a> {
             .collect();
         // Which PDBs select each pod — computed once per distinct (namespace, labels), since
         // a workload's pods share them — and each PDB's allowance from the same pass.
-        let mut memo: BTreeMap<(&str, &BTreeMap<String, String>), usize> = BTreeMap::new();
+        // A PDB's selector reads only the label keys it names: pods alike on those keys (and
+        // namespace) are selected alike, so the PDBs are computed once per such signature.
+        let mut keys: Vec<&str> = input
+            .pdbs
+            .iter()
+            .filter_map(|d| d.selector.as_ref())
+            .flat_map(|s| s.requirements.iter().map(|r| r.key.as_str()))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        type Signature<'p> = (&'p str, Vec<Option<&'p str>>);
+        let mut memo: BTreeMap<Signature<'_>, usize> = BTreeMap::new();
         let mut pdb_sets: Vec<Vec<usize>> = Vec::new();
         let mut expected = vec![0i64; input.pdbs.len()];
         let mut healthy = vec![0i64; input.pdbs.len()];
-        let mut last: Option<(&str, &BTreeMap<String, String>, usize)> = None;
+        let mut last: Option<(Signature<'_>, usize)> = None;
         let pdbs_of: Vec<usize> = input
             .pods
             .iter()
             .map(|pod| {
-                let set = match last {
+                let sig: Signature<'_> = (
+                    pod.namespace.as_str(),
+                    keys.iter()
+                        .map(|k| pod.labels.get(*k).map(String::as_str))
+                        .collect(),
+                );
+                let set = match &last {
                     // Neighbours are often replicas of one workload.
-                    Some((ns, labels, set)) if ns == pod.namespace && *labels == pod.labels => set,
-                    _ => *memo
-                        .entry((pod.namespace.as_str(), &pod.labels))
-                        .or_insert_with(|| {
-                            pdb_sets.push(
-                                (0..input.pdbs.len())
-                                    .filter(|&i| input.pdbs[i].selects(pod))
-                                    .collect(),
-                            );
-                            pdb_sets.len() - 1
-                        }),
+                    Some((seen, set)) if *seen == sig => *set,
+                    _ => *memo.entry(sig.clone()).or_insert_with(|| {
+                        pdb_sets.push(
+                            (0..input.pdbs.len())
+                                .filter(|&i| input.pdbs[i].selects(pod))
+                                .collect(),
+                        );
+                        pdb_sets.len() - 1
+                    }),
                 };
-                last = Some((pod.namespace.as_str(), &pod.labels, set));
+                last = Some((sig, set));
                 if pod.is_active() {
                     for &i in &pdb_sets[set] {
                         expected[i] += 1;

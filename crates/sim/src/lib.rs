@@ -1034,11 +1034,7 @@ impl Sim {
         let topology = pending
             .iter()
             .any(capstan_sched::predicates::looks_at_other_pods)
-            || self
-                .view
-                .pods
-                .values()
-                .any(|(_, p)| !p.anti_affinity.is_empty());
+            || self.view.repelling > 0;
         let (min_cpu, min_mem) = pending.iter().fold((i64::MAX, i64::MAX), |(c, m), p| {
             (c.min(p.requests.cpu), m.min(p.requests.memory))
         });
