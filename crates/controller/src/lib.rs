@@ -1588,12 +1588,28 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             first = ?eval.commands.first().map(|c| (c.reason, c.candidates.clone())),
             "disruption evaluation"
         );
-        let Some(cmd) = eval.commands.into_iter().next() else {
+        let Some(mut cmd) = eval.commands.into_iter().next() else {
             self.proposed = None;
             self.quiet_generation = Some(self.cache.generation);
             self.quiet_since = now;
             return;
         };
+        // Empty nodes go together, and more may empty while a proposal waits: the proposal
+        // still holds if every node in it is still empty, and only those nodes go.
+        if let Some(p) = &self.proposed {
+            if p.reason == Reason::Empty
+                && cmd.reason == Reason::Empty
+                && p.candidates.iter().all(|c| cmd.candidates.contains(c))
+            {
+                cmd.candidates.retain(|c| p.candidates.contains(c));
+                cmd.savings = d
+                    .nodes
+                    .iter()
+                    .filter(|n| cmd.candidates.contains(&n.node.name))
+                    .map(|n| n.price)
+                    .sum();
+            }
+        }
         let needs_validation = matches!(cmd.reason, Reason::Underutilized | Reason::Empty);
         if needs_validation {
             match &self.proposed {
