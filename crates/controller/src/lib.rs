@@ -677,6 +677,16 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
     }
 
     /// Starts a claim's termination: the lifecycle loop drains and deletes it.
+    /// Gives a claim being deleted the cloud's deadline, if it is earlier than the one it
+    /// has: the drain forces its pods off in time for it.
+    async fn tighten_deadline(&mut self, now: f64, mut c: NodeClaim, deadline: f64) -> bool {
+        if c.status.deadline.is_some_and(|d| d <= deadline) {
+            return true;
+        }
+        c.status.deadline = Some(deadline);
+        self.replace_claim(now, c).await
+    }
+
     async fn begin_deletion(
         &mut self,
         now: f64,
@@ -789,7 +799,43 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                 continue;
             };
             if c.deleting() {
-                handled.push(ev);
+                // Already going (a disruption draining it, say): the cloud's deadline still
+                // binds, so the drain forces its pods off in time for it.
+                let deadline = match &ev {
+                    InterruptionEvent::SpotInterruptionWarning { reclaim_at, .. } => {
+                        Some(secs(*reclaim_at))
+                    }
+                    InterruptionEvent::ScheduledMaintenance { when, .. } => Some(secs(*when)),
+                    InterruptionEvent::StateChange {
+                        state: InstanceState::ShuttingDown | InstanceState::Terminated,
+                        ..
+                    } => Some(now),
+                    _ => None,
+                };
+                let c = c.clone();
+                let done = match deadline {
+                    Some(d) => {
+                        let event = match &ev {
+                            InterruptionEvent::SpotInterruptionWarning { .. } => "SpotInterruption",
+                            InterruptionEvent::ScheduledMaintenance { .. } => {
+                                "ScheduledMaintenance"
+                            }
+                            _ => "InstanceTerminated",
+                        };
+                        self.record(
+                            now,
+                            Action::Interrupted {
+                                claim: claim.clone(),
+                                event: event.into(),
+                            },
+                        );
+                        self.tighten_deadline(now, c, d).await
+                    }
+                    None => true,
+                };
+                if done {
+                    handled.push(ev);
+                }
                 continue;
             }
             let c = c.clone();

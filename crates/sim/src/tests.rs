@@ -45,6 +45,16 @@ fn random_faults_break_no_invariant() {
     }
 }
 
+/// Seed 1885 of the hour-long fault run: a spot warning arrives for a node that a stalled
+/// consolidation is draining (its pod held by a PDB). The cloud's deadline must still force
+/// the pod off before the reclaim; ignoring the warning for a node already going lost it.
+#[test]
+fn a_node_already_draining_still_gets_its_pods_off_before_a_spot_reclaim() {
+    let s = summary(&short(60), 1885, true);
+    assert!(s.failures().is_empty(), "{:?}", s.failures());
+    assert!(s.spot_interruptions > 0, "{s:?}");
+}
+
 #[test]
 fn without_capstan_pods_stay_pending_and_the_run_says_so() {
     // The check that pods which fit are eventually scheduled can fail: with no controller,
