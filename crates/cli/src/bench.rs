@@ -19,6 +19,7 @@ use capstan_sched::{Plan, Snapshot, SolveInput, SolveOptions, solve};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
@@ -90,7 +91,7 @@ pub fn nodepool() -> NodePool {
 }
 
 /// `n` pods in five equal groups, seeded.
-pub fn pods(n: usize, seed: u64) -> Vec<Pod> {
+pub fn pods(n: usize, seed: u64) -> Vec<Arc<Pod>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n)
         .map(|i| {
@@ -133,7 +134,7 @@ pub fn pods(n: usize, seed: u64) -> Vec<Pod> {
                 4 => p.anti_affinity.push(term(HOSTNAME)),
                 _ => {}
             }
-            p
+            Arc::new(p)
         })
         .collect()
 }
@@ -151,7 +152,7 @@ pub struct SchedulingRow {
 }
 
 /// Solves the workload once.
-pub fn solve_workload(pods: &[Pod], types: &[InstanceType], pools: &[NodePool]) -> Plan {
+pub fn solve_workload(pods: &[Arc<Pod>], types: &[InstanceType], pools: &[NodePool]) -> Plan {
     let snapshot = Snapshot::default();
     solve(
         SolveInput {

@@ -7,11 +7,12 @@ use capstan_model::{Catalog, NodePool, Pod, Resources};
 use capstan_pack::{PackOptions, PackResult, Strategy, pack};
 use capstan_sched::{InFlight, Snapshot, SolveInput};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Everything a plan reads, loaded.
 pub struct PlanInput {
-    pub pending: Vec<Pod>,
+    pub pending: Vec<Arc<Pod>>,
     pub snapshot: Snapshot,
     pub nodepools: Vec<NodePool>,
     pub catalog: Catalog,
@@ -24,14 +25,14 @@ fn warn_all(warnings: &[String]) {
 }
 
 /// Reads pending pods from a file (bound pods in it are skipped with a warning).
-pub fn read_pods(path: &str) -> Result<Vec<Pod>, InputError> {
+pub fn read_pods(path: &str) -> Result<Vec<Arc<Pod>>, InputError> {
     let text = input::read(path)?;
     let objs = load(path, &text, &[Kind::Pod]).map_err(|e| InputError(e.to_string()))?;
     warn_all(&objs.warnings);
     let mut pending = Vec::new();
     for p in objs.pods {
         if p.is_pending() {
-            pending.push(p);
+            pending.push(Arc::new(p));
         } else {
             tracing::warn!(
                 "{path}: pod {}: skipped (already bound to {} or finished)",
@@ -70,7 +71,10 @@ pub fn read_nodepools(paths: &[String]) -> Result<Vec<NodePool>, InputError> {
 
 /// Reads a cluster snapshot: nodes, bound pods, DaemonSets and in-flight NodeClaims; its
 /// pending pods are returned to be planned too.
-pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<(Snapshot, Vec<Pod>), InputError> {
+pub fn read_cluster(
+    path: &str,
+    catalog: &Catalog,
+) -> Result<(Snapshot, Vec<Arc<Pod>>), InputError> {
     let text = input::read(path)?;
     let objs = load(
         path,
@@ -93,9 +97,9 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<(Snapshot, Vec<Pod>
     let mut pending = Vec::new();
     for p in objs.pods {
         if p.is_pending() {
-            pending.push(p);
+            pending.push(Arc::new(p));
         } else if p.is_active() {
-            snap.pods.push(std::sync::Arc::new(p));
+            snap.pods.push(Arc::new(p));
         }
     }
     for nc in objs.nodeclaims {

@@ -1396,16 +1396,16 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             return;
         }
         let types = self.instance_types(now).await;
-        let pending: Vec<Pod> = pending_keys
+        let pending: Vec<Arc<Pod>> = pending_keys
             .iter()
             .filter_map(|k| self.cache.pods.get(k))
-            .map(|(_, p)| Pod::clone(p))
+            .map(|(_, p)| p.clone())
             .collect();
         // When nothing pending looks at other pods and no bound pod has anti-affinity, bound
         // pods matter only by their summed requests.
         let topology = pending
             .iter()
-            .any(capstan_sched::predicates::looks_at_other_pods)
+            .any(|p| capstan_sched::predicates::looks_at_other_pods(p))
             || self.cache.repelling > 0;
         let snapshot = self.snapshot(&types, topology);
         let input = SolveInput {

@@ -328,30 +328,31 @@ impl<'a> Engine<'a> {
         let mut pdb_sets: Vec<Vec<usize>> = Vec::new();
         let mut expected = vec![0i64; input.pdbs.len()];
         let mut healthy = vec![0i64; input.pdbs.len()];
+        // The last pod's signature and set: neighbours are often replicas of one workload.
         let mut last: Option<(Signature<'_>, usize)> = None;
+        let mut values: Vec<Option<&str>> = Vec::with_capacity(keys.len());
         let pdbs_of: Vec<usize> = input
             .pods
             .iter()
             .map(|pod| {
-                let sig: Signature<'_> = (
-                    pod.namespace.as_str(),
-                    keys.iter()
-                        .map(|k| pod.labels.get(*k).map(String::as_str))
-                        .collect(),
-                );
-                let set = match &last {
-                    // Neighbours are often replicas of one workload.
-                    Some((seen, set)) if *seen == sig => *set,
-                    _ => *memo.entry(sig.clone()).or_insert_with(|| {
-                        pdb_sets.push(
-                            (0..input.pdbs.len())
-                                .filter(|&i| input.pdbs[i].selects(pod))
-                                .collect(),
-                        );
-                        pdb_sets.len() - 1
-                    }),
+                values.clear();
+                values.extend(keys.iter().map(|k| pod.labels.get(*k).map(String::as_str)));
+                let set = match &mut last {
+                    Some(((ns, seen), set)) if *ns == pod.namespace && *seen == values => *set,
+                    _ => {
+                        let sig: Signature<'_> = (pod.namespace.as_str(), values.clone());
+                        let set = *memo.entry(sig.clone()).or_insert_with(|| {
+                            pdb_sets.push(
+                                (0..input.pdbs.len())
+                                    .filter(|&i| input.pdbs[i].selects(pod))
+                                    .collect(),
+                            );
+                            pdb_sets.len() - 1
+                        });
+                        last = Some((sig, set));
+                        set
+                    }
                 };
-                last = Some((sig, set));
                 if pod.is_active() {
                     for &i in &pdb_sets[set] {
                         expected[i] += 1;
@@ -600,7 +601,7 @@ impl<'a> Engine<'a> {
 
     /// Simulates moving the pods of `candidates` onto the other nodes (and, when `launch`,
     /// onto new nodes from the NodePools).
-    fn simulate(&self, candidates: &[usize], launch: bool) -> (Vec<Pod>, Plan) {
+    fn simulate(&self, candidates: &[usize], launch: bool) -> (Vec<Arc<Pod>>, Plan) {
         let input = self.input;
         let gone: BTreeSet<&str> = candidates
             .iter()
@@ -610,20 +611,16 @@ impl<'a> Engine<'a> {
             daemonsets: input.daemonsets.to_vec(),
             ..Default::default()
         };
-        let pending: Vec<Pod> = candidates
+        // The solver reads nothing of a pending pod's binding, so the pods go as they are.
+        let pending: Vec<Arc<Pod>> = candidates
             .iter()
             .flat_map(|&c| self.movable_pods(c).iter().copied())
-            .map(|p| {
-                let mut pod = Pod::clone(&input.pods[p]);
-                pod.node_name = None;
-                pod.phase = capstan_model::pod::PodPhase::Pending;
-                pod
-            })
+            .map(|p| input.pods[p].clone())
             .collect();
         let topology = self.bound_anti
             || pending
                 .iter()
-                .any(capstan_sched::predicates::looks_at_other_pods);
+                .any(|p| capstan_sched::predicates::looks_at_other_pods(p));
         // The smallest pending pod, resource by resource: a node without room for it takes
         // nothing.
         let smallest = pending.iter().fold(None::<(i64, i64)>, |m, p| {

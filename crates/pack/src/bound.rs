@@ -414,7 +414,7 @@ pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
 /// larger of the aggregate bound and, where it applies, the configuration bound.
 pub fn plan_bound(input: &SolveInput<'_>, plan: &capstan_sched::Plan) -> Result<f64, PackError> {
     let unschedulable: BTreeSet<usize> = plan.unschedulable.iter().map(|u| u.pod).collect();
-    let placed: Vec<Pod> = input
+    let placed: Vec<std::sync::Arc<Pod>> = input
         .pending
         .iter()
         .enumerate()

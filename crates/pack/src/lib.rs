@@ -29,6 +29,7 @@ use capstan_model::{InstanceType, Pod, Requirements, Resources};
 use capstan_sched::predicates::{daemon_overhead, pod_requirements, type_compatible};
 use capstan_sched::{ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, solve};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Strategy {
@@ -105,11 +106,7 @@ pub(crate) fn movable(input: &SolveInput<'_>) -> Vec<Option<Vec<String>>> {
         &capstan_model::selector::LabelSelector,
         &str,
     )> = Vec::new();
-    for p in input
-        .pending
-        .iter()
-        .chain(input.snapshot.pods.iter().map(|p| &**p))
-    {
+    for p in input.pending.iter().chain(&input.snapshot.pods) {
         for sp in &p.spread {
             if let Some(sel) = &sp.selector {
                 terms.push((&ALL, sel, &sp.topology_key));
@@ -292,7 +289,7 @@ pub(crate) struct PackedNode {
 /// Pods grouped by equal requests: the resource dimensions in play (cpu, memory, pods, then
 /// every extended resource requested), the groups (pod indices), and the total demand.
 pub(crate) fn shape_groups(
-    pods: &[Pod],
+    pods: &[Arc<Pod>],
     ids: impl IntoIterator<Item = usize>,
 ) -> (Vec<String>, Vec<Vec<usize>>, Resources) {
     use capstan_model::resources::{CPU, MEMORY, PODS};
@@ -315,7 +312,7 @@ pub(crate) fn shape_groups(
     (dims, by_req.into_values().collect(), demand)
 }
 
-pub(crate) fn pods_requests(pods: &[Pod], ids: &[usize]) -> Resources {
+pub(crate) fn pods_requests(pods: &[Arc<Pod>], ids: &[usize]) -> Resources {
     let mut r = Resources::new();
     for &p in ids {
         r.add(&pods[p].requests);

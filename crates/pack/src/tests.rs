@@ -67,9 +67,10 @@ fn spot_pool() -> NodePool {
 
 fn run(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], strategy: Strategy) -> PackResult {
     let snapshot = Snapshot::default();
+    let shared = shared(pods);
     let input = SolveInput {
         snapshot: &snapshot,
-        pending: pods,
+        pending: &shared,
         nodepools: pools,
         instance_types: types,
     };
@@ -84,6 +85,11 @@ fn run(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], strategy: Strat
     .unwrap();
     check(pods, types, pools, &r);
     r
+}
+
+/// Pods as the planner takes them.
+fn shared(pods: &[Pod]) -> Vec<std::sync::Arc<Pod>> {
+    pods.iter().cloned().map(std::sync::Arc::new).collect()
 }
 
 /// Every invariant of a plan.
@@ -106,7 +112,7 @@ fn check(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], r: &PackResul
     for c in &plan.new_claims {
         let t = &types[c.offering.instance_type];
         let pool = pools.iter().find(|p| p.name == c.nodepool).unwrap();
-        let mut used = pods_requests(pods, &c.pods);
+        let mut used = pods_requests(&shared(pods), &c.pods);
         used.add(&capstan_sched::predicates::daemon_overhead(pool, &[]));
         assert!(
             used.fits_in(&t.allocatable),
@@ -202,7 +208,7 @@ fn karpenter_ffd_is_the_scheduling_core_with_karpenters_claim_order() {
     let base = solve(
         SolveInput {
             snapshot: &snapshot,
-            pending: &pods,
+            pending: &shared(&pods),
             nodepools: &pools,
             instance_types: &types,
         },
@@ -466,9 +472,10 @@ fn run_with(
         daemonsets: daemonsets.to_vec(),
         ..Default::default()
     };
+    let shared = shared(pods);
     let input = SolveInput {
         snapshot: &snapshot,
-        pending: pods,
+        pending: &shared,
         nodepools: pools,
         instance_types: types,
     };

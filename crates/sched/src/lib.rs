@@ -79,7 +79,7 @@ pub struct SolveOptions {
 #[derive(Clone, Copy, Debug)]
 pub struct SolveInput<'a> {
     pub snapshot: &'a Snapshot,
-    pub pending: &'a [Pod],
+    pub pending: &'a [Arc<Pod>],
     pub nodepools: &'a [NodePool],
     pub instance_types: &'a [InstanceType],
 }

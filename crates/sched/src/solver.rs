@@ -1161,11 +1161,7 @@ fn universe(
     _offerings: &OfferingIndex,
 ) -> BTreeMap<String, Vec<String>> {
     let mut keys: BTreeSet<String> = BTreeSet::new();
-    for p in input
-        .pending
-        .iter()
-        .chain(input.snapshot.pods.iter().map(|p| &**p))
-    {
+    for p in input.pending.iter().chain(&input.snapshot.pods) {
         keys.extend(p.spread.iter().map(|s| s.topology_key.clone()));
         for t in p.affinity.iter().chain(&p.anti_affinity) {
             keys.insert(t.topology_key.clone());
@@ -1241,7 +1237,8 @@ fn collect_pool_values(
     }
 }
 
-/// Whether two pods are the same but for their name and uid.
+/// Whether two pending pods are the same but for their name and uid (and any binding, which
+/// the solver does not read of a pending pod).
 fn same_but_name(a: &Pod, b: &Pod) -> bool {
     a.namespace == b.namespace
         && a.requests == b.requests
@@ -1260,5 +1257,4 @@ fn same_but_name(a: &Pod, b: &Pod) -> bool {
         && a.annotations == b.annotations
         && a.owner_kind == b.owner_kind
         && a.owner_name == b.owner_name
-        && a.node_name == b.node_name
 }

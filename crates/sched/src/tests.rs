@@ -133,10 +133,12 @@ impl World {
     }
 
     fn solve(&self, pending: &[Pod]) -> Plan {
+        let pending: Vec<std::sync::Arc<Pod>> =
+            pending.iter().cloned().map(std::sync::Arc::new).collect();
         let plan = solve(
             SolveInput {
                 snapshot: &self.snapshot,
-                pending,
+                pending: &pending,
                 nodepools: &self.pools,
                 instance_types: &self.types,
             },

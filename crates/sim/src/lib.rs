@@ -29,6 +29,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use scenario::{Compiled, seconds};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -223,7 +224,6 @@ const STARTUP_TAINT_SECONDS: f64 = 5.0;
 const STUCK_SECONDS: f64 = 900.0;
 
 struct PodTimes {
-    workload: usize,
     created: f64,
     bound: Option<f64>,
     ready_at: Option<f64>,
@@ -235,7 +235,8 @@ struct PodTimes {
 /// nothing per pod).
 #[derive(Default)]
 struct Members {
-    keys: BTreeSet<String>,
+    /// Its pods by key, with their times.
+    pods: BTreeMap<String, PodTimes>,
     ready: usize,
     /// Bumped when a pod joins, leaves or is bound: the autoscaler rebuilds its pod list.
     version: u64,
@@ -254,7 +255,8 @@ struct Sim {
     stale_write_due: Vec<bool>,
     view: Cache,
     workloads: Vec<WorkloadState>,
-    pods: BTreeMap<String, PodTimes>,
+    /// Pod key → its workload (whose `Members` hold its times).
+    pods: HashMap<String, usize>,
     members: Vec<Members>,
     /// Bound pods not yet Ready, by when they will be.
     becoming_ready: BTreeSet<(u64, String)>,
@@ -518,7 +520,7 @@ impl Sim {
             stale_write_due: vec![false; opts.replicas],
             view: Cache::default(),
             workloads,
-            pods: BTreeMap::new(),
+            pods: HashMap::new(),
             members: (0..sc.scenario.workloads.len())
                 .map(|_| Members::default())
                 .collect(),
@@ -878,9 +880,9 @@ impl Sim {
 
     /// Forgets a pod that left the cluster, keeping its workload's counts.
     fn forget_pod(&mut self, key: &str) -> Option<PodTimes> {
-        let t = self.pods.remove(key)?;
-        let m = &mut self.members[t.workload];
-        m.keys.remove(key);
+        let w = self.pods.remove(key)?;
+        let m = &mut self.members[w];
+        let t = m.pods.remove(key)?;
         m.version += 1;
         if t.counted_ready {
             m.ready -= 1;
@@ -895,10 +897,14 @@ impl Sim {
                 break;
             }
             self.becoming_ready.pop_first();
-            if let Some(t) = self.pods.get_mut(&key) {
+            let Some(&w) = self.pods.get(&key) else {
+                continue;
+            };
+            let m = &mut self.members[w];
+            if let Some(t) = m.pods.get_mut(&key) {
                 if t.bound.is_some() && !t.counted_ready {
                     t.counted_ready = true;
-                    self.members[t.workload].ready += 1;
+                    m.ready += 1;
                 }
             }
         }
@@ -915,23 +921,20 @@ impl Sim {
             .map(|st| st.autoscale_due(now))
             .collect();
         if due.contains(&true) {
-            // (key, ready, start, ready_at) of each due workload's bound pods, in key order,
-            // from one pass over the pods.
-            let mut live: Vec<Vec<(&str, bool, f64, f64)>> = self
-                .members
-                .iter()
-                .zip(&due)
-                .map(|(m, d)| Vec::with_capacity(if *d { m.keys.len() } else { 0 }))
-                .collect();
-            for (k, t) in &self.pods {
-                if let (true, Some(b), Some(r)) = (due[t.workload], t.bound, t.ready_at) {
-                    live[t.workload].push((k.as_str(), r <= now, b, r));
-                }
-            }
             let mut scaled = Vec::new();
             for (w, st) in self.workloads.iter_mut().enumerate() {
                 if due[w] {
-                    if let Some(n) = st.autoscale(now, &live[w], self.members[w].version) {
+                    // (key, ready, start, ready_at) of the workload's bound pods, in key order.
+                    let m = &self.members[w];
+                    let live: Vec<(&str, bool, f64, f64)> = m
+                        .pods
+                        .iter()
+                        .filter_map(|(k, t)| match (t.bound, t.ready_at) {
+                            (Some(b), Some(r)) => Some((k.as_str(), r <= now, b, r)),
+                            _ => None,
+                        })
+                        .collect();
+                    if let Some(n) = st.autoscale(now, &live, m.version) {
                         scaled.push(format!("{} → {n} replicas", st.spec.name));
                     }
                 }
@@ -942,22 +945,22 @@ impl Sim {
         }
         for w in 0..self.workloads.len() {
             let desired = self.workloads[w].desired.max(0) as usize;
-            let have = self.members[w].keys.len();
+            let have = self.members[w].pods.len();
             if have < desired {
                 for _ in have..desired {
                     let p = self.workloads[w].new_pod();
-                    self.pods.insert(
+                    self.pods.insert(p.key(), w);
+                    let m = &mut self.members[w];
+                    m.pods.insert(
                         p.key(),
                         PodTimes {
-                            workload: w,
                             created: now,
                             bound: None,
                             ready_at: None,
                             counted_ready: false,
                         },
                     );
-                    self.members[w].keys.insert(p.key());
-                    self.members[w].version += 1;
+                    m.version += 1;
                     self.summary.pods_created += 1;
                     self.api.put(Object::Pod(Arc::new(p)));
                 }
@@ -965,10 +968,10 @@ impl Sim {
                 // The ReplicaSet controller removes unscheduled pods first, then unready,
                 // then the newest.
                 let pending: Vec<String> = self.members[w]
-                    .keys
+                    .pods
                     .iter()
-                    .filter(|k| self.pods.get(*k).is_some_and(|t| t.bound.is_none()))
-                    .cloned()
+                    .filter(|(_, t)| t.bound.is_none())
+                    .map(|(k, _)| k.clone())
                     .collect();
                 let mut victims: Vec<String> = pending.into_iter().rev().collect();
                 let mut rest = self.live_pods(w, now);
@@ -989,14 +992,11 @@ impl Sim {
     /// (key, ready, start, ready_at) of a workload's bound pods.
     fn live_pods(&self, w: usize, now: f64) -> Vec<(String, bool, f64, f64)> {
         self.members[w]
-            .keys
+            .pods
             .iter()
-            .filter_map(|k| {
-                let t = self.pods.get(k)?;
-                match (t.bound, t.ready_at) {
-                    (Some(b), Some(r)) => Some((k.clone(), r <= now, b, r)),
-                    _ => None,
-                }
+            .filter_map(|(k, t)| match (t.bound, t.ready_at) {
+                (Some(b), Some(r)) => Some((k.clone(), r <= now, b, r)),
+                _ => None,
             })
             .collect()
     }
@@ -1017,13 +1017,13 @@ impl Sim {
             self.last_flush = now;
             self.unschedulable.clear();
         }
-        let pending: Vec<Pod> = self
+        let pending: Vec<Arc<Pod>> = self
             .view
             .pending
             .iter()
             .filter(|k| !self.unschedulable.contains(*k))
             .filter_map(|k| self.view.pods.get(k))
-            .map(|(_, p)| Pod::clone(p))
+            .map(|(_, p)| p.clone())
             .collect();
         if pending.is_empty() {
             return;
@@ -1033,7 +1033,7 @@ impl Sim {
         // without room for the smallest pending pod can be left out.
         let topology = pending
             .iter()
-            .any(capstan_sched::predicates::looks_at_other_pods)
+            .any(|p| capstan_sched::predicates::looks_at_other_pods(p))
             || self.view.repelling > 0;
         let (min_cpu, min_mem) = pending.iter().fold((i64::MAX, i64::MAX), |(c, m), p| {
             (c.min(p.requests.cpu), m.min(p.requests.memory))
@@ -1089,15 +1089,16 @@ impl Sim {
         }
         for b in plan.existing {
             for i in b.pods {
-                let mut p = pending[i].clone();
+                let mut p = Pod::clone(&pending[i]);
                 p.node_name = Some(b.node.clone());
                 p.phase = PodPhase::Running;
                 let key = p.key();
-                if let Some(t) = self.pods.get_mut(&key) {
-                    if t.bound.is_none() {
+                if let Some(&w) = self.pods.get(&key) {
+                    let m = &mut self.members[w];
+                    if let Some(t) = m.pods.get_mut(&key).filter(|t| t.bound.is_none()) {
                         t.bound = Some(now);
-                        self.members[t.workload].version += 1;
-                        let startup = self.workloads[t.workload].spec.startup_seconds;
+                        m.version += 1;
+                        let startup = self.workloads[w].spec.startup_seconds;
                         t.ready_at = Some(now + startup);
                         self.pending_durations.push(now - t.created);
                         self.becoming_ready
@@ -1446,14 +1447,14 @@ impl Sim {
             }
         }
         // Pods still pending: their wait counts; those that fit somewhere are stuck.
-        let mut stuck_candidates: Vec<Pod> = Vec::new();
-        for (k, t) in &self.pods {
+        let mut stuck_candidates: Vec<Arc<Pod>> = Vec::new();
+        for (k, t) in self.members.iter().flat_map(|m| &m.pods) {
             if t.bound.is_none() {
                 self.pending_durations.push(now - t.created);
                 // A pod has had its chance once capacity has been back a while.
                 if now - t.created.max(self.capacity_back_at) > STUCK_SECONDS {
                     if let Some(p) = self.api.pod(k) {
-                        stuck_candidates.push(Pod::clone(&p));
+                        stuck_candidates.push(p);
                     }
                 }
             }
