@@ -266,6 +266,8 @@ fn convert(t: TickInput) -> Result<Tick, String> {
             .collect::<Result<_, String>>()?,
         object: milli_map(&m.object, "metrics.object")?,
         external: milli_map(&m.external, "metrics.external")?,
+        // A tick file names its pods' samples; joining them is the HPA's job.
+        resource_by_pod_index: Default::default(),
     };
     let history = match t.history {
         None => History::default(),

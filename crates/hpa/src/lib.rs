@@ -65,6 +65,11 @@ pub struct Metrics {
     pub timestamp: f64,
     /// resource → pod → usage (milli).
     pub resource: BTreeMap<String, BTreeMap<String, i64>>,
+    /// resource → usage (milli) of each pod of [`Tick::pods`], by index (`None`: no sample):
+    /// samples already joined to the pods, for a caller that holds them that way (the
+    /// simulator, whose pods come and go by the thousand). Used instead of `resource` for
+    /// that resource; it cannot name a pod outside the list.
+    pub resource_by_pod_index: BTreeMap<String, Vec<Option<i64>>>,
     /// container → resource → pod → usage (milli).
     pub container_resource: BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>>,
     /// metric → pod → value (milli).

@@ -3,6 +3,7 @@
 
 use crate::{Conditions, MetricResult, Phase, PodInfo, Tick, milli_string};
 use k8s_openapi::api::autoscaling::v2::{MetricSpec, MetricTarget};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// The per-direction tolerance (spec.behavior tolerances win over the controller's).
@@ -335,12 +336,32 @@ fn resource_proposal(
     target: &MetricTarget,
     reason: &'static str,
 ) -> Result<Proposal, Failure> {
-    let samples = match container {
-        None => tick.metrics.resource.get(resource),
-        Some(c) => tick.metrics.container_resource.get(c).and_then(|m| m.get(resource)),
+    let by_index = match container {
+        None => tick.metrics.resource_by_pod_index.get(resource),
+        Some(_) => None,
+    };
+    let samples = match by_index {
+        Some(v) if v.len() != tick.pods.len() => {
+            return Err(fail(
+                reason,
+                format!(
+                    "{} samples of {resource} by pod index for {} pods",
+                    v.len(),
+                    tick.pods.len()
+                ),
+            ));
+        }
+        Some(v) => v.iter().any(Option::is_some).then(|| Aligned {
+            per_pod: Cow::Borrowed(v),
+            extra: (0, 0),
+        }),
+        None => match container {
+            None => tick.metrics.resource.get(resource),
+            Some(c) => tick.metrics.container_resource.get(c).and_then(|m| m.get(resource)),
+        }
+        .filter(|m| !m.is_empty())
+        .map(|m| Aligned::new(&tick.pods, m)),
     }
-    .filter(|m| !m.is_empty())
-    .map(|m| Aligned::new(&tick.pods, m))
     .ok_or_else(|| fail(reason, format!("unable to get metrics for resource {resource}: no metrics returned from resource metrics API")))?;
     let described_suffix = match container {
         Some(c) => format!(" on container {c}"),
@@ -384,25 +405,25 @@ fn resource_proposal(
 
 /// Metric samples lined up with `tick.pods`: upstream keys both by pod name; here the join is
 /// done once, so the rest of the calculation is arithmetic over indexes.
-struct Aligned {
+struct Aligned<'a> {
     /// The sample of each pod in `tick.pods`, by index.
-    per_pod: Vec<Option<i64>>,
+    per_pod: Cow<'a, [Option<i64>]>,
     /// Samples that name no pod in the tick: (count, sum). Upstream keeps them in the metrics
     /// map, so they count in averages and in `len(metrics)`.
     extra: (usize, i64),
 }
 
-impl Aligned {
+impl Aligned<'_> {
     /// Joins samples to pods by name. Pod names are unique, as within one namespace; when
     /// the pods arrive sorted by name (the simulator's case) the join is a single merge.
-    fn new(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Aligned {
+    fn new(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Aligned<'static> {
         Self::merge_sorted(pods, samples).unwrap_or_else(|| Self::sort_and_merge(pods, samples))
     }
 
     /// The join when the pods are in strict name order, checked on the way: two neighbours
     /// that both matched a sample are in order because the samples are, so only pods without
     /// one are compared with their neighbours. `None` when the pods are not in order.
-    fn merge_sorted(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Option<Aligned> {
+    fn merge_sorted(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Option<Aligned<'static>> {
         let mut per_pod = vec![None; pods.len()];
         let mut extra = (0, 0);
         let mut keys = samples.iter().peekable();
@@ -433,10 +454,13 @@ impl Aligned {
             extra.0 += 1;
             extra.1 += v;
         }
-        Some(Aligned { per_pod, extra })
+        Some(Aligned {
+            per_pod: Cow::Owned(per_pod),
+            extra,
+        })
     }
 
-    fn sort_and_merge(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Aligned {
+    fn sort_and_merge(pods: &[PodInfo], samples: &BTreeMap<String, i64>) -> Aligned<'static> {
         let mut order: Vec<usize> = (0..pods.len()).collect();
         order.sort_by(|&a, &b| pods[a].name.cmp(&pods[b].name));
         let mut per_pod = vec![None; pods.len()];
@@ -465,7 +489,10 @@ impl Aligned {
                 }
             }
         }
-        Aligned { per_pod, extra }
+        Aligned {
+            per_pod: Cow::Owned(per_pod),
+            extra,
+        }
     }
 }
 
@@ -486,7 +513,7 @@ fn group_pods(tick: &Tick, samples: &Aligned, cpu: bool) -> (Vec<Group>, usize, 
     let groups = tick
         .pods
         .iter()
-        .zip(&samples.per_pod)
+        .zip(samples.per_pod.iter())
         .map(|(p, sample)| {
             let g = if p.deleting || matches!(p.phase, Phase::Failed | Phase::Succeeded) {
                 Group::Ignored
@@ -669,7 +696,7 @@ fn plain_metric_replicas(
     let (groups, ready, unready, missing) = group_pods(tick, samples, cpu);
     let ready_total: i64 = groups
         .iter()
-        .zip(&samples.per_pod)
+        .zip(samples.per_pod.iter())
         .filter(|(g, _)| **g == Group::Ready)
         .filter_map(|(_, v)| *v)
         .sum();

@@ -1001,3 +1001,80 @@ fn the_issue_sequence_follows_the_downscale_window() {
         current = d.desired_replicas;
     }
 }
+
+mod samples_by_pod_index {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A pod in one of the states the metric stage tells apart.
+    fn varied(i: usize, state: u8, cpu: i64) -> PodInfo {
+        let mut p = pod(&format!("p{i:03}"), cpu);
+        match state % 6 {
+            0 => {}
+            1 => p.ready = Some(false),
+            2 => p.phase = Phase::Pending,
+            3 => p.deleting = true,
+            4 => {
+                // Started recently, ready a moment ago: inside the CPU initialization period.
+                p.start = -20.0;
+                p.ready_transition = -5.0;
+            }
+            _ => p.ready = None,
+        }
+        p
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(11), ..ProptestConfig::default() })]
+
+        /// Samples handed over already joined to the pods decide exactly as the same samples
+        /// keyed by pod name.
+        #[test]
+        fn samples_by_pod_index_decide_as_samples_by_name(
+            pods in proptest::collection::vec((0u8..6, 100i64..2000, proptest::option::of(0i64..3000)), 1..30),
+            current in 1i32..30,
+            target in 10i32..150,
+            average in any::<bool>(),
+        ) {
+            let spec = if average { avg_value("cpu", "500m") } else { util("cpu", target) };
+            let mut by_name = B::new(current, vec![spec]).0;
+            by_name.pods = pods
+                .iter()
+                .enumerate()
+                .map(|(i, (state, cpu, _))| varied(i, *state, *cpu))
+                .collect();
+            let mut by_index = by_name.clone();
+            by_name.metrics.resource.insert(
+                "cpu".into(),
+                pods.iter()
+                    .enumerate()
+                    .filter_map(|(i, (_, _, s))| s.map(|s| (format!("p{i:03}"), s)))
+                    .collect(),
+            );
+            by_index.metrics.resource_by_pod_index.insert(
+                "cpu".into(),
+                pods.iter().map(|(_, _, s)| *s).collect(),
+            );
+            prop_assert_eq!(decide(&by_index), decide(&by_name));
+        }
+    }
+
+    #[test]
+    fn samples_by_pod_index_of_another_length_are_a_failed_metric() {
+        let mut b = B::new(3, vec![util("cpu", 50)]).0;
+        b.metrics
+            .resource_by_pod_index
+            .insert("cpu".into(), vec![Some(500); 2]);
+        let d = decide(&b);
+        assert_eq!(d.desired_replicas, 3);
+        assert_eq!(reason(&d, "ScalingActive"), "False/FailedGetResourceMetric");
+        assert!(
+            d.metrics[0]
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("2 samples of cpu by pod index for 3 pods")),
+            "{:?}",
+            d.metrics
+        );
+    }
+}

@@ -924,17 +924,14 @@ impl Sim {
             let mut scaled = Vec::new();
             for (w, st) in self.workloads.iter_mut().enumerate() {
                 if due[w] {
-                    // (key, ready, start, ready_at) of the workload's bound pods, in key order.
                     let m = &self.members[w];
-                    let live: Vec<(&str, bool, f64, f64)> = m
-                        .pods
-                        .iter()
-                        .filter_map(|(k, t)| match (t.bound, t.ready_at) {
-                            (Some(b), Some(r)) => Some((k.as_str(), r <= now, b, r)),
-                            _ => None,
-                        })
-                        .collect();
-                    if let Some(n) = st.autoscale(now, &live, m.version) {
+                    let live = || {
+                        m.pods
+                            .iter()
+                            .filter_map(|(k, t)| Some((k.as_str(), t.bound?, t.ready_at?)))
+                            .collect()
+                    };
+                    if let Some(n) = st.autoscale(now, m.version, live) {
                         scaled.push(format!("{} → {n} replicas", st.spec.name));
                     }
                 }

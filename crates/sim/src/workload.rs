@@ -87,9 +87,9 @@ pub struct WorkloadState {
     pub queue_depth: f64,
     pub jobs_done: f64,
     last_scale: f64,
-    /// The last HPA tick, reused while the pod set does not change.
-    /// The last tick, and the version of the pod set it was built for.
-    tick: Option<(u64, Tick)>,
+    /// The last HPA tick, the version of the pod set it was built for, and each pod's
+    /// (bound at, ready at): reused while the pod set does not change.
+    tick: Option<(u64, Tick, Vec<(f64, f64)>)>,
 }
 
 impl WorkloadState {
@@ -226,12 +226,14 @@ impl WorkloadState {
     }
 
     /// Runs the autoscaler if it is due; returns the new spec.replicas when it changed.
-    /// `version` changes whenever the set of pods (or their bind and ready times) changes.
-    pub fn autoscale(
+    /// `version` changes whenever the set of pods (or their bind and ready times) changes;
+    /// only then is `pods` called for the (key, bound at, ready at) of the bound pods, in key
+    /// order.
+    pub fn autoscale<'k>(
         &mut self,
         t: f64,
-        pods: &[(&str, bool, f64, f64)],
         version: u64,
+        pods: impl FnOnce() -> Vec<(&'k str, f64, f64)>,
     ) -> Option<i32> {
         if t - self.last_scale < SYNC_PERIOD {
             return None;
@@ -266,70 +268,62 @@ impl WorkloadState {
         });
         // The tick is kept between reconciles and updated in place while the pod set is the
         // same (the common case): building tens of thousands of pod records every 15 s is
-        // most of the cost of a large simulation.
-        let req = self.template.requests.cpu;
-        let (seen, mut tick) = self.tick.take().unwrap_or_default();
-        let same = seen == version && tick.pods.len() == pods.len();
-        if !same {
-            let containers: std::sync::Arc<[ContainerInfo]> = [ContainerInfo {
-                name: "app".into(),
-                requests: [("cpu".to_string(), req)].into_iter().collect(),
-                sidecar: false,
-            }]
-            .into();
-            tick.pods = pods
-                .iter()
-                .map(|(name, ..)| PodInfo {
-                    name: name.to_string(),
-                    phase: Phase::Running,
-                    ready: None,
-                    deleting: false,
-                    start: 0.0,
-                    ready_transition: 0.0,
-                    containers: containers.clone(),
-                })
-                .collect();
-            tick.metrics.resource.clear();
-        }
-        tick.metrics.window = pipeline.window;
-        let mut sampled = 0;
-        let values: Vec<Option<i64>> = tick
-            .pods
-            .iter_mut()
-            .zip(pods)
-            .map(|(info, (_, ready, start, ready_at))| {
-                // The HPA's times are relative to the tick.
-                info.ready = Some(*ready);
-                info.start = start - t;
-                info.ready_transition = if *ready { ready_at - t } else { start - t };
-                // metrics-server has a sample for a pod that has been running a scrape or
-                // more.
-                let v = sample
-                    .filter(|(_, ts)| *start <= ts - pipeline.scrape_interval)
-                    .map(|(v, _)| v.round() as i64);
-                sampled += v.is_some() as usize;
-                v
-            })
-            .collect();
-        // The pods with a sample are those started before a threshold, so two such sets of
-        // one pod set are nested: with the same pods and as many samples as before, they are
-        // the same pods, and the values (one per workload here) are updated in place.
-        let cpu = tick.metrics.resource.entry("cpu".into()).or_default();
-        if same && cpu.len() == sampled {
-            for (slot, v) in cpu.values_mut().zip(values.iter().flatten()) {
-                *slot = *v;
+        // most of the cost of a large simulation. Samples go by pod index, already joined.
+        let (mut tick, times) = match self.tick.take() {
+            Some((seen, tick, times)) if seen == version => (tick, times),
+            cached => {
+                let (mut tick, _) = cached.map(|(_, t, times)| (t, times)).unwrap_or_default();
+                let containers: std::sync::Arc<[ContainerInfo]> = [ContainerInfo {
+                    name: "app".into(),
+                    requests: [("cpu".to_string(), self.template.requests.cpu)]
+                        .into_iter()
+                        .collect(),
+                    sidecar: false,
+                }]
+                .into();
+                let live = pods();
+                tick.pods = live
+                    .iter()
+                    .map(|(name, ..)| PodInfo {
+                        name: name.to_string(),
+                        phase: Phase::Running,
+                        ready: None,
+                        deleting: false,
+                        start: 0.0,
+                        ready_transition: 0.0,
+                        containers: containers.clone(),
+                    })
+                    .collect();
+                (tick, live.iter().map(|(_, b, r)| (*b, *r)).collect())
             }
-        } else {
-            *cpu = pods
-                .iter()
-                .zip(&values)
-                .filter_map(|((name, ..), v)| v.map(|v| (name.to_string(), v)))
-                .collect();
+        };
+        tick.metrics.window = pipeline.window;
+        let mut values = tick
+            .metrics
+            .resource_by_pod_index
+            .remove("cpu")
+            .unwrap_or_default();
+        values.clear();
+        for (info, (start, ready_at)) in tick.pods.iter_mut().zip(&times) {
+            // The HPA's times are relative to the tick.
+            let ready = *ready_at <= t;
+            info.ready = Some(ready);
+            info.start = *start - t;
+            info.ready_transition = if ready { *ready_at - t } else { *start - t };
+            // metrics-server has a sample for a pod that has been running a scrape or more.
+            values.push(
+                sample
+                    .filter(|(_, ts)| *start <= ts - pipeline.scrape_interval)
+                    .map(|(v, _)| v.round() as i64),
+            );
         }
+        tick.metrics
+            .resource_by_pod_index
+            .insert("cpu".into(), values);
         tick.metrics.timestamp = sample.map_or(0.0, |(_, ts)| ts - t);
         tick.spec = spec;
         tick.current_replicas = self.desired;
-        tick.status_replicas = pods.len() as i32;
+        tick.status_replicas = tick.pods.len() as i32;
         tick.history = self.history.aged(elapsed);
         tick.recommendation = None;
         tick.controller = controller;
@@ -343,7 +337,7 @@ impl WorkloadState {
             "hpa"
         );
         self.history = d.history;
-        self.tick = Some((version, tick));
+        self.tick = Some((version, tick, times));
         (d.desired_replicas != self.desired).then(|| {
             self.desired = d.desired_replicas;
             self.desired
