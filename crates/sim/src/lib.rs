@@ -174,7 +174,7 @@ impl CloudProvider for SimCloud {
     async fn get(&self, provider_id: &str) -> Result<Instance, CloudError> {
         self.inner.get(provider_id).await
     }
-    async fn list(&self) -> Result<Vec<Instance>, CloudError> {
+    async fn list(&self) -> Result<Vec<Arc<Instance>>, CloudError> {
         self.inner.list().await
     }
     async fn instance_types(&self, nodepool: &NodePool) -> Result<Vec<InstanceType>, CloudError> {
@@ -676,7 +676,7 @@ impl Sim {
                             i.capacity_type == labels::CAPACITY_SPOT
                                 && i.state == InstanceState::Running
                         })
-                        .map(|i| i.provider_id)
+                        .map(|i| i.provider_id.clone())
                         .collect();
                     let n = (spot.len() as f64 * fraction).ceil() as usize;
                     let mut chosen = spot.clone();

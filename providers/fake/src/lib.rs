@@ -81,7 +81,7 @@ enum Scheduled {
 
 #[derive(Debug, Default)]
 struct State {
-    instances: BTreeMap<String, Instance>,
+    instances: BTreeMap<String, Arc<Instance>>,
     /// Image generation each instance was launched with (for drift).
     images: HashMap<String, u64>,
     by_token: HashMap<String, String>,
@@ -203,6 +203,7 @@ impl FakeCloud {
         f(&mut st
             .instances
             .values()
+            .map(|i| &**i)
             .filter(|i| i.state != InstanceState::Terminated))
     }
 
@@ -220,7 +221,7 @@ impl FakeCloud {
     /// limit (the simulator's view of the machine).
     pub fn peek(&self, provider_id: &str) -> Option<Instance> {
         let st = self.inner.state.lock().expect("fake cloud state");
-        st.instances.get(provider_id).cloned()
+        st.instances.get(provider_id).map(|i| Instance::clone(i))
     }
 
     pub fn config(&self) -> &FakeCloudConfig {
@@ -360,7 +361,7 @@ impl FakeCloud {
             }
             match what {
                 Scheduled::Ready => {
-                    if let Some(i) = st.instances.get_mut(&id) {
+                    if let Some(i) = st.instances.get_mut(&id).map(Arc::make_mut) {
                         i.state = InstanceState::Running;
                         st.transitions.push(Transition {
                             at,
@@ -431,7 +432,7 @@ impl FakeCloud {
         let mut st = self.inner.state.lock().expect("fake cloud state");
         self.advance(&mut st, now);
         if let Some(id) = st.by_token.get(&req.client_token) {
-            return Ok(st.instances[id].clone());
+            return Ok(Instance::clone(&st.instances[id]));
         }
         self.throttle()?;
         if req.instance_types.is_empty() {
@@ -529,7 +530,8 @@ impl FakeCloud {
             launched_at: now,
             ready_at: (!never_ready).then_some(ready_at),
         };
-        st.instances.insert(provider_id.clone(), instance.clone());
+        st.instances
+            .insert(provider_id.clone(), Arc::new(instance.clone()));
         let image = st.image;
         st.images.insert(provider_id.clone(), image);
         st.by_token
@@ -646,7 +648,7 @@ fn schedule(st: &mut State, at: Duration, what: Scheduled, id: &str) {
 }
 
 fn terminate(st: &mut State, id: &str, at: Duration) {
-    if let Some(i) = st.instances.get_mut(id) {
+    if let Some(i) = st.instances.get_mut(id).map(Arc::make_mut) {
         if i.state != InstanceState::Terminated {
             st.transitions.push(Transition {
                 at,
@@ -681,14 +683,22 @@ impl CloudProvider for FakeCloud {
         self.advance(&mut st, now);
         st.instances
             .get(provider_id)
-            .cloned()
+            .map(|i| Instance::clone(i))
             .ok_or_else(|| CloudError::NotFound {
                 provider_id: provider_id.to_string(),
             })
     }
 
-    async fn list(&self) -> Result<Vec<Instance>, CloudError> {
-        Ok(self.live_instances(|i| i.cloned().collect()))
+    async fn list(&self) -> Result<Vec<Arc<Instance>>, CloudError> {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.state.lock().expect("fake cloud state");
+        self.advance(&mut st, now);
+        Ok(st
+            .instances
+            .values()
+            .filter(|i| i.state != InstanceState::Terminated)
+            .cloned()
+            .collect())
     }
 
     async fn instance_types(&self, nodepool: &NodePool) -> Result<Vec<InstanceType>, CloudError> {
