@@ -603,10 +603,10 @@ impl<'a> Engine<'a> {
     /// onto new nodes from the NodePools).
     fn simulate(&self, candidates: &[usize], launch: bool) -> (Vec<Arc<Pod>>, Plan) {
         let input = self.input;
-        let gone: BTreeSet<&str> = candidates
-            .iter()
-            .map(|&c| input.nodes[c].node.name.as_str())
-            .collect();
+        let mut gone = vec![false; input.nodes.len()];
+        for &c in candidates {
+            gone[c] = true;
+        }
         let mut snapshot = Snapshot {
             daemonsets: input.daemonsets.to_vec(),
             ..Default::default()
@@ -628,7 +628,7 @@ impl<'a> Engine<'a> {
             Some(m.map_or((c, b), |(mc, mb)| (mc.min(c), mb.min(b))))
         });
         for (i, n) in input.nodes.iter().enumerate() {
-            if gone.contains(n.node.name.as_str()) || self.taken.contains(&i) || n.disrupting() {
+            if gone[i] || self.taken.contains(&i) || n.disrupting() {
                 continue;
             }
             let full = smallest.is_none_or(|(c, b)| {

@@ -87,9 +87,17 @@ pub struct WorkloadState {
     pub queue_depth: f64,
     pub jobs_done: f64,
     last_scale: f64,
-    /// The last HPA tick, the version of the pod set it was built for, and each pod's
-    /// (bound at, ready at): reused while the pod set does not change.
-    tick: Option<(u64, Tick, Vec<(f64, f64)>)>,
+    /// The last HPA tick, reused while the pod set does not change.
+    tick: Option<CachedTick>,
+}
+
+/// An HPA tick kept between reconciles.
+struct CachedTick {
+    /// The version of the pod set it was built for.
+    version: u64,
+    tick: Tick,
+    /// Each pod's (bound at, ready at).
+    times: Vec<(f64, f64)>,
 }
 
 impl WorkloadState {
@@ -270,9 +278,9 @@ impl WorkloadState {
         // same (the common case): building tens of thousands of pod records every 15 s is
         // most of the cost of a large simulation. Samples go by pod index, already joined.
         let (mut tick, times) = match self.tick.take() {
-            Some((seen, tick, times)) if seen == version => (tick, times),
+            Some(c) if c.version == version => (c.tick, c.times),
             cached => {
-                let (mut tick, _) = cached.map(|(_, t, times)| (t, times)).unwrap_or_default();
+                let mut tick = cached.map(|c| c.tick).unwrap_or_default();
                 let containers: std::sync::Arc<[ContainerInfo]> = [ContainerInfo {
                     name: "app".into(),
                     requests: [("cpu".to_string(), self.template.requests.cpu)]
@@ -337,7 +345,11 @@ impl WorkloadState {
             "hpa"
         );
         self.history = d.history;
-        self.tick = Some((version, tick, times));
+        self.tick = Some(CachedTick {
+            version,
+            tick,
+            times,
+        });
         (d.desired_replicas != self.desired).then(|| {
             self.desired = d.desired_replicas;
             self.desired
