@@ -281,6 +281,24 @@ pub fn jittered_backoff(base: f64, max: f64, attempts: u32, r: f64) -> f64 {
     cap / 2.0 + r * cap / 2.0
 }
 
+/// For an event that means the instance goes: how capstan records it, and by when the node
+/// must be drained (a spot reclaim, scheduled maintenance, or the instance already stopping).
+fn reclaim(ev: &InterruptionEvent, now: f64) -> Option<(&'static str, f64)> {
+    match ev {
+        InterruptionEvent::SpotInterruptionWarning { reclaim_at, .. } => {
+            Some(("SpotInterruption", secs(*reclaim_at)))
+        }
+        InterruptionEvent::ScheduledMaintenance { when, .. } => {
+            Some(("ScheduledMaintenance", secs(*when)))
+        }
+        InterruptionEvent::StateChange {
+            state: InstanceState::ShuttingDown | InstanceState::Terminated,
+            ..
+        } => Some(("InstanceTerminated", now)),
+        _ => None,
+    }
+}
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -676,7 +694,6 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         self.replace_node(now, n).await
     }
 
-    /// Starts a claim's termination: the lifecycle loop drains and deletes it.
     /// Gives a claim being deleted the cloud's deadline, if it is earlier than the one it
     /// has: the drain forces its pods off in time for it.
     async fn tighten_deadline(&mut self, now: f64, mut c: NodeClaim, deadline: f64) -> bool {
@@ -687,6 +704,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         self.replace_claim(now, c).await
     }
 
+    /// Starts a claim's termination: the lifecycle loop drains and deletes it.
     async fn begin_deletion(
         &mut self,
         now: f64,
@@ -798,96 +816,37 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                 handled.push(ev);
                 continue;
             };
-            if c.deleting() {
-                // Already going (a disruption draining it, say): the cloud's deadline still
-                // binds, so the drain forces its pods off in time for it.
-                let deadline = match &ev {
-                    InterruptionEvent::SpotInterruptionWarning { reclaim_at, .. } => {
-                        Some(secs(*reclaim_at))
-                    }
-                    InterruptionEvent::ScheduledMaintenance { when, .. } => Some(secs(*when)),
-                    InterruptionEvent::StateChange {
-                        state: InstanceState::ShuttingDown | InstanceState::Terminated,
-                        ..
-                    } => Some(now),
-                    _ => None,
-                };
-                let c = c.clone();
-                let done = match deadline {
-                    Some(d) => {
-                        let event = match &ev {
-                            InterruptionEvent::SpotInterruptionWarning { .. } => "SpotInterruption",
-                            InterruptionEvent::ScheduledMaintenance { .. } => {
-                                "ScheduledMaintenance"
-                            }
-                            _ => "InstanceTerminated",
-                        };
-                        self.record(
-                            now,
-                            Action::Interrupted {
-                                claim: claim.clone(),
-                                event: event.into(),
-                            },
-                        );
-                        self.tighten_deadline(now, c, d).await
-                    }
-                    None => true,
+            let c = c.clone();
+            if let Some((event, deadline)) = reclaim(&ev, now) {
+                self.record(
+                    now,
+                    Action::Interrupted {
+                        claim: claim.clone(),
+                        event: event.into(),
+                    },
+                );
+                let done = if c.deleting() {
+                    // Already going (a disruption draining it, say): the cloud's deadline
+                    // still binds, so the drain forces its pods off in time for it.
+                    self.tighten_deadline(now, c, deadline).await
+                } else if matches!(ev, InterruptionEvent::StateChange { .. }) {
+                    self.begin_deletion(now, &claim, event, Some(deadline))
+                        .await
+                } else {
+                    self.replace_interrupted(now, &c, deadline).await
                 };
                 if done {
                     handled.push(ev);
                 }
                 continue;
             }
-            let c = c.clone();
-            let done = match ev.clone() {
-                InterruptionEvent::SpotInterruptionWarning { reclaim_at, .. } => {
-                    self.record(
-                        now,
-                        Action::Interrupted {
-                            claim: claim.clone(),
-                            event: "SpotInterruption".into(),
-                        },
-                    );
-                    self.replace_interrupted(now, &c, secs(reclaim_at)).await
-                }
-                InterruptionEvent::ScheduledMaintenance { when, .. } => {
-                    self.record(
-                        now,
-                        Action::Interrupted {
-                            claim: claim.clone(),
-                            event: "ScheduledMaintenance".into(),
-                        },
-                    );
-                    self.replace_interrupted(now, &c, secs(when)).await
-                }
-                InterruptionEvent::StateChange { state, .. } => {
-                    if matches!(
-                        state,
-                        InstanceState::ShuttingDown | InstanceState::Terminated
-                    ) {
-                        self.record(
-                            now,
-                            Action::Interrupted {
-                                claim: claim.clone(),
-                                event: "InstanceTerminated".into(),
-                            },
-                        );
-                        self.begin_deletion(now, &claim, "InstanceTerminated", Some(now))
-                            .await
-                    } else {
-                        true
-                    }
-                }
-                InterruptionEvent::RebalanceRecommendation { .. } => {
-                    // Best effort: a recommendation is not retried.
-                    let Some(node) = c.status.node_name.clone() else {
-                        handled.push(ev);
-                        continue;
-                    };
-                    if self.in_progress.is_some() {
-                        handled.push(ev);
-                        continue;
-                    }
+            // A rebalance recommendation (best effort: not retried), or a state change that
+            // takes nothing.
+            if matches!(ev, InterruptionEvent::RebalanceRecommendation { .. })
+                && !c.deleting()
+                && self.in_progress.is_none()
+            {
+                if let Some(node) = c.status.node_name.clone() {
                     let types = self.instance_types(now).await;
                     let d = self.disruption_inputs(&types);
                     let input = d.input(&types, self.config.epoch_unix + now);
@@ -901,12 +860,9 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
                         );
                         self.execute(now, &cmd, &types).await;
                     }
-                    true
                 }
-            };
-            if done {
-                handled.push(ev);
             }
+            handled.push(ev);
         }
         if !handled.is_empty() {
             if let Err(e) = self.cloud.ack_interruptions(&handled).await {

@@ -242,6 +242,15 @@ struct Members {
     version: u64,
 }
 
+impl Members {
+    /// (key, bound at, ready at) of the bound pods, in key order.
+    fn bound(&self) -> impl Iterator<Item = (&String, f64, f64)> {
+        self.pods
+            .iter()
+            .filter_map(|(k, t)| Some((k, t.bound?, t.ready_at?)))
+    }
+}
+
 struct Sim {
     sc: Compiled,
     opts: Options,
@@ -925,12 +934,7 @@ impl Sim {
             for (w, st) in self.workloads.iter_mut().enumerate() {
                 if due[w] {
                     let m = &self.members[w];
-                    let live = || {
-                        m.pods
-                            .iter()
-                            .filter_map(|(k, t)| Some((k.as_str(), t.bound?, t.ready_at?)))
-                            .collect()
-                    };
+                    let live = || m.bound().map(|(k, b, r)| (k.as_str(), b, r)).collect();
                     if let Some(n) = st.autoscale(now, m.version, live) {
                         scaled.push(format!("{} → {n} replicas", st.spec.name));
                     }
@@ -989,12 +993,8 @@ impl Sim {
     /// (key, ready, start, ready_at) of a workload's bound pods.
     fn live_pods(&self, w: usize, now: f64) -> Vec<(String, bool, f64, f64)> {
         self.members[w]
-            .pods
-            .iter()
-            .filter_map(|(k, t)| match (t.bound, t.ready_at) {
-                (Some(b), Some(r)) => Some((k.clone(), r <= now, b, r)),
-                _ => None,
-            })
+            .bound()
+            .map(|(k, b, r)| (k.clone(), r <= now, b, r))
             .collect()
     }
 

@@ -194,16 +194,17 @@ impl FakeCloud {
         }
     }
 
-    /// Runs `f` over the instances that are not terminated, without copying them (the
-    /// trait's `list` copies each one).
-    pub fn live_instances<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &Instance>) -> R) -> R {
+    /// Runs `f` over the instances that are not terminated, without copying them.
+    pub fn live_instances<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = &Arc<Instance>>) -> R,
+    ) -> R {
         let now = self.inner.clock.now();
         let mut st = self.inner.state.lock().expect("fake cloud state");
         self.advance(&mut st, now);
         f(&mut st
             .instances
             .values()
-            .map(|i| &**i)
             .filter(|i| i.state != InstanceState::Terminated))
     }
 
@@ -690,15 +691,7 @@ impl CloudProvider for FakeCloud {
     }
 
     async fn list(&self) -> Result<Vec<Arc<Instance>>, CloudError> {
-        let now = self.inner.clock.now();
-        let mut st = self.inner.state.lock().expect("fake cloud state");
-        self.advance(&mut st, now);
-        Ok(st
-            .instances
-            .values()
-            .filter(|i| i.state != InstanceState::Terminated)
-            .cloned()
-            .collect())
+        Ok(self.live_instances(|i| i.cloned().collect()))
     }
 
     async fn instance_types(&self, nodepool: &NodePool) -> Result<Vec<InstanceType>, CloudError> {
