@@ -73,7 +73,7 @@ pub fn evaluation_json(e: &Evaluation, catalog: &Catalog, prefix: &str) -> Value
         .iter()
         .map(|c| {
             json!({
-                "reason": c.reason.as_str(),
+                "reason": c.reason.cli_name(),
                 "candidates": c.candidates,
                 "replacements": c.replacements.iter().map(|r| json!({
                     "nodepool": r.nodepool,
@@ -146,7 +146,7 @@ pub fn apply(c: &mut Cluster, e: &Evaluation, catalog: &Catalog, round: usize, n
 /// Parses `--now`, or reads the clock (the only clock read: in the binary, not the engine).
 pub fn now(arg: Option<&str>) -> Result<f64, InputError> {
     match arg {
-        Some(s) => capstan_disrupt::time::parse_rfc3339(s).ok_or_else(|| {
+        Some(s) => capstan_model::time::parse_rfc3339(s).ok_or_else(|| {
             InputError(format!(
                 "--now: {s:?} is not an RFC 3339 time (e.g. 2026-11-30T09:15:00Z)"
             ))

@@ -610,15 +610,17 @@ fn simulate(
                     r.wall_seconds
                 );
                 text.push_str(&format!(
-                    "totals: pods lost {}, leaked instances {}, budget violations {}, PDB violations {}, stuck pods {}, spot interruptions {}, controller restarts {}, fenced writes {}\n",
+                    "totals: pods lost {}, leaked instances {}, double launches {}, budget violations {}, PDB violations {}, stuck pods {}, spot interruptions {}, controller restarts {}, writes refused by preconditions {}, writes from deposed leaders {}\n",
                     r.pods_lost,
                     r.leaked_instances,
+                    r.double_launches,
                     r.budget_violations,
                     r.pdb_violations,
                     r.pods_stuck,
                     r.spot_interruptions,
                     r.controller_restarts,
-                    r.fenced_writes
+                    r.writes_refused_by_preconditions,
+                    r.writes_from_deposed_leaders
                 ));
                 for f in &r.failed {
                     text.push_str(&format!(
@@ -738,7 +740,7 @@ fn consolidate(
                     .iter()
                     .map(|c| {
                         vec![
-                            c.reason.as_str().to_string(),
+                            c.reason.cli_name(),
                             c.candidates.join(","),
                             c.replacements
                                 .iter()

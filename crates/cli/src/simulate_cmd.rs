@@ -76,7 +76,9 @@ pub struct SeedsReport {
     pub pods_stuck: u64,
     pub spot_interruptions: u64,
     pub controller_restarts: u64,
-    pub fenced_writes: u64,
+    pub double_launches: u64,
+    pub writes_refused_by_preconditions: u64,
+    pub writes_from_deposed_leaders: u64,
     pub wall_seconds: f64,
 }
 
@@ -146,7 +148,9 @@ pub fn run_seeds(
         r.pods_stuck += s.pods_stuck;
         r.spot_interruptions += s.spot_interruptions;
         r.controller_restarts += s.controller_restarts;
-        r.fenced_writes += s.fenced_writes;
+        r.double_launches += s.double_launches;
+        r.writes_refused_by_preconditions += s.writes_refused_by_preconditions;
+        r.writes_from_deposed_leaders += s.writes_from_deposed_leaders;
     }
     r.wall_seconds = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     r

@@ -1,22 +1,27 @@
-//! The cluster as the controller sees it: the [`ClusterApi`] trait and the objects it serves.
+//! The cluster as the controller sees it: the [`ClusterApi`] trait, the objects it serves, and
+//! the writes ([`Write`]) capstan makes — each one Kubernetes request.
 //!
-//! The API is Kubernetes' shape reduced to what capstan needs: list, watch from a
-//! resourceVersion, conditional writes (every update and delete names the resourceVersion it
-//! read), eviction through the eviction API (which honours PDBs), and a lease for leader
-//! election. Every write also carries a [`Fence`]: the leader's identity and term. An
-//! implementation refuses a write whose fence is not the lease's current holder and term,
-//! so a deposed leader cannot overwrite its successor's decisions.
+//! Reads are per kind, as Kubernetes serves them: [`ClusterApi::list`] one kind, then
+//! [`ClusterApi::watch`] that kind from the list's resourceVersion. resourceVersions are
+//! opaque strings kept per object ([`Meta`]); a watch that has expired answers
+//! [`ApiError::Gone`] and only that kind is listed again.
+//!
+//! Writes are intents: create a NodeClaim, patch its status, patch an object's metadata, add
+//! or remove a taint, delete with preconditions, evict a pod, publish an Event, create or
+//! renew the Lease. Every write that changes an object carries the resourceVersion (and for
+//! deletes the uid) its decision was made on, so a write based on a stale read fails with
+//! [`ApiError::Conflict`]. Leader fencing is client-side, as client-go does it (see
+//! `election.rs`): no API server checks who the leader is.
 
+use capstan_model::disruption::Reason;
 use capstan_model::pdb::Pdb;
-use capstan_model::{Node, NodePool, Pod, Requirements, Resources, Taint};
+use capstan_model::{ClaimStatus, Node, NodeClaim, NodePool, Pod, Taint};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-/// The taint a node carries from registration until capstan has adopted it.
-pub const UNREGISTERED_TAINT: &str = "capstan.dev/unregistered";
 /// The name of the leader-election lease.
-pub const LEASE_NAME: &str = "capstan-controller";
+pub const LEASE_NAME: &str = "capstan";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -28,63 +33,59 @@ pub enum Kind {
     DaemonSet,
 }
 
-/// What the controller knows of a NodeClaim's launch.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ClaimStatus {
-    pub provider_id: Option<String>,
-    pub instance_type: Option<String>,
-    pub zone: Option<String>,
-    pub capacity_type: Option<String>,
-    /// USD per hour at launch.
-    pub price: f64,
-    /// Clock seconds of the launch.
-    pub launched_at: Option<f64>,
-    pub node_name: Option<String>,
-    pub registered: bool,
-    pub initialized: bool,
-    /// Clock seconds termination began.
-    pub deleting_since: Option<f64>,
-    /// Why it is being deleted.
-    pub deletion_reason: Option<String>,
-    /// For interruptions: clock seconds the cloud reclaims the instance.
-    pub deadline: Option<f64>,
-}
+impl Kind {
+    /// Every kind capstan watches, in the order the cache syncs them.
+    pub const ALL: [Kind; 6] = [
+        Kind::NodePool,
+        Kind::Pdb,
+        Kind::DaemonSet,
+        Kind::Node,
+        Kind::NodeClaim,
+        Kind::Pod,
+    ];
 
-/// A request for one machine, as capstan's `NodeClaim` resource holds it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct NodeClaim {
-    pub name: String,
-    pub uid: String,
-    pub nodepool: String,
-    /// The NodePool's requirements narrowed by the pods planned onto it.
-    pub requirements: Requirements,
-    /// Instance types to launch, in order of preference.
-    pub instance_types: Vec<String>,
-    pub requests: Resources,
-    pub labels: BTreeMap<String, String>,
-    pub taints: Vec<Taint>,
-    pub startup_taints: Vec<Taint>,
-    /// Clock seconds of creation.
-    pub created: f64,
-    pub status: ClaimStatus,
-}
-
-impl NodeClaim {
-    pub fn deleting(&self) -> bool {
-        self.status.deleting_since.is_some()
+    /// The resource's plural, as the API path and RBAC name it.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Pod => "pods",
+            Kind::Node => "nodes",
+            Kind::NodeClaim => "nodeclaims",
+            Kind::NodePool => "nodepools",
+            Kind::Pdb => "poddisruptionbudgets",
+            Kind::DaemonSet => "daemonsets",
+        }
     }
 }
 
-/// An object of any kind the API serves.
+/// What preconditions name: the object's uid and resourceVersion as last read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    pub uid: String,
+    pub resource_version: String,
+}
+
+/// An object that could not be read into capstan's form: kept, so the controller can say why
+/// (a condition and an Event) and fail closed (an invalid NodePool provisions nothing and its
+/// nodes are not disrupted).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Invalid {
+    pub kind: Kind,
+    pub key: String,
+    /// One line naming the field.
+    pub error: String,
+}
+
+/// An object of any kind the API serves, in capstan's compact form.
 #[derive(Clone, Debug)]
 pub enum Object {
     Pod(Arc<Pod>),
-    Node(Node),
-    NodeClaim(NodeClaim),
-    NodePool(NodePool),
-    Pdb(Pdb),
+    Node(Arc<Node>),
+    NodeClaim(Arc<NodeClaim>),
+    NodePool(Arc<NodePool>),
+    Pdb(Arc<Pdb>),
     /// A DaemonSet, as its pod template.
-    DaemonSet(Pod),
+    DaemonSet(Arc<Pod>),
+    Invalid(Arc<Invalid>),
 }
 
 impl Object {
@@ -96,6 +97,7 @@ impl Object {
             Object::NodePool(_) => Kind::NodePool,
             Object::Pdb(_) => Kind::Pdb,
             Object::DaemonSet(_) => Kind::DaemonSet,
+            Object::Invalid(i) => i.kind,
         }
     }
 
@@ -108,104 +110,256 @@ impl Object {
             Object::NodePool(p) => p.name.clone(),
             Object::Pdb(p) => p.key(),
             Object::DaemonSet(p) => p.key(),
+            Object::Invalid(i) => i.key.clone(),
         }
     }
 }
 
-/// A change, as a watch delivers it. `object` is `None` for a deletion.
+/// A change, as a watch delivers it.
 #[derive(Clone, Debug)]
-pub struct Event {
-    pub rv: u64,
-    pub kind: Kind,
-    pub key: String,
-    pub object: Option<Object>,
+pub enum Change {
+    Applied(Meta, Object),
+    Deleted(Kind, String),
 }
 
-/// Everything, at one resourceVersion.
+impl Change {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Change::Applied(_, o) => o.kind(),
+            Change::Deleted(k, _) => *k,
+        }
+    }
+}
+
+/// One kind at one resourceVersion.
 #[derive(Clone, Debug, Default)]
 pub struct Listing {
-    pub rv: u64,
-    pub objects: Vec<(u64, Object)>,
+    pub resource_version: String,
+    pub objects: Vec<(Meta, Object)>,
 }
 
-/// The leader-election lease (coordination.k8s.io Lease, reduced).
+/// What a watch delivered, and the resourceVersion to watch from next.
+#[derive(Clone, Debug, Default)]
+pub struct Changes {
+    pub changes: Vec<Change>,
+    pub resource_version: String,
+}
+
+/// The leader-election lease (coordination.k8s.io/v1 Lease).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Lease {
+    /// `holderIdentity`; empty when released.
     pub holder: String,
-    /// Clock seconds of the last renewal.
+    /// `renewTime`, clock seconds.
     pub renewed_at: f64,
+    /// `acquireTime`, clock seconds.
+    pub acquired_at: f64,
     pub duration_seconds: f64,
-    /// Incremented at every change of holder (the Lease's leaseTransitions).
-    pub term: u64,
+    /// `leaseTransitions`: incremented at every change of holder; capstan's term.
+    pub transitions: u64,
 }
 
-/// Who writes: the leader's identity and term. See the module documentation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fence {
-    pub holder: String,
-    pub term: u64,
+/// A metadata change: labels and annotations set (`None` removes), finalizers replaced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetaPatch {
+    pub labels: BTreeMap<String, Option<String>>,
+    pub annotations: BTreeMap<String, Option<String>>,
+    pub finalizers: Option<Vec<String>>,
+}
+
+impl MetaPatch {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty() && self.finalizers.is_none()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaintChange {
+    Add(Taint),
+    /// Removes every taint with this key.
+    Remove(String),
+}
+
+/// Event type (events.k8s.io/v1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// An Event about an object (events.k8s.io/v1): what a person reads in `kubectl describe`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterEvent {
+    pub regarding: (Kind, String),
+    pub type_: EventType,
+    /// CamelCase, e.g. `Launched`, `FailedScheduling`, `InvalidNodePool`.
+    pub reason: String,
+    /// What happened, in a sentence.
+    pub note: String,
+}
+
+/// Every write capstan makes. Each is one request; ARCHITECTURE.md lists the request and the
+/// RBAC verb each needs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// `POST nodeclaims`; the server assigns uid, resourceVersion and creationTimestamp.
+    CreateClaim(Box<NodeClaim>),
+    /// `PATCH nodeclaims/{name}/status` (merge patch carrying `metadata.resourceVersion`).
+    ClaimStatus {
+        name: String,
+        rv: String,
+        status: Box<ClaimStatus>,
+    },
+    /// `PATCH nodeclaims/{name}` (merge patch carrying `metadata.resourceVersion`): the
+    /// annotations that say why capstan deletes it and by when the cloud takes it.
+    MarkClaim {
+        name: String,
+        rv: String,
+        reason: Reason,
+        deadline: Option<f64>,
+    },
+    /// `PATCH {nodes|nodeclaims}/{name}` (merge patch carrying `metadata.resourceVersion`).
+    Meta {
+        kind: Kind,
+        name: String,
+        rv: String,
+        patch: MetaPatch,
+    },
+    /// `PATCH nodes/{name}` (JSON patch: resourceVersion, then the taint at its index in
+    /// `current`, the taints as read at `rv`).
+    Taint {
+        node: String,
+        rv: String,
+        current: Vec<Taint>,
+        change: TaintChange,
+    },
+    /// `DELETE {kind}/{key}` with preconditions on uid and resourceVersion. With finalizers
+    /// the object stays, terminating, until they are removed.
+    Delete {
+        kind: Kind,
+        key: String,
+        uid: String,
+        rv: String,
+    },
+    /// `POST pods/{name}/eviction` with a uid precondition: [`ApiError::TooManyRequests`] while a
+    /// PodDisruptionBudget allows no disruption, [`ApiError::NotFound`] when it is gone.
+    Evict { pod: String, uid: String },
+    /// `POST events` (events.k8s.io/v1).
+    Event(ClusterEvent),
+    /// `POST leases` in the lease namespace.
+    CreateLease(Lease),
+    /// `PUT leases/{name}` carrying the resourceVersion read.
+    UpdateLease { lease: Lease, rv: String },
+}
+
+impl Write {
+    /// A short name for logs and counters.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Write::CreateClaim(_) => "create nodeclaim",
+            Write::ClaimStatus { .. } => "patch nodeclaim status",
+            Write::MarkClaim { .. } => "annotate nodeclaim",
+            Write::Meta {
+                kind: Kind::Node, ..
+            } => "patch node metadata",
+            Write::Meta { .. } => "patch nodeclaim metadata",
+            Write::Taint { .. } => "patch node taints",
+            Write::Delete {
+                kind: Kind::Pod, ..
+            } => "delete pod",
+            Write::Delete {
+                kind: Kind::Node, ..
+            } => "delete node",
+            Write::Delete { .. } => "delete nodeclaim",
+            Write::Evict { .. } => "evict pod",
+            Write::Event(_) => "publish event",
+            Write::CreateLease(_) => "create lease",
+            Write::UpdateLease { .. } => "update lease",
+        }
+    }
+
+    /// The object the write is about, as `kind/key`.
+    pub fn target(&self) -> String {
+        match self {
+            Write::CreateClaim(c) => format!("nodeclaims/{}", c.name),
+            Write::ClaimStatus { name, .. } | Write::MarkClaim { name, .. } => {
+                format!("nodeclaims/{name}")
+            }
+            Write::Meta { kind, name, .. } => format!("{}/{name}", kind.plural()),
+            Write::Taint { node, .. } => format!("nodes/{node}"),
+            Write::Delete { kind, key, .. } => format!("{}/{key}", kind.plural()),
+            Write::Evict { pod, .. } => format!("pods/{pod}"),
+            Write::Event(e) => format!("{}/{}", e.regarding.0.plural(), e.regarding.1),
+            Write::CreateLease(_) | Write::UpdateLease { .. } => format!("leases/{LEASE_NAME}"),
+        }
+    }
+}
+
+/// What the server holds after a write.
+#[derive(Clone, Debug)]
+pub enum Written {
+    /// The object as the server returned it (creates, patches, a delete held by finalizers).
+    Object(Meta, Object),
+    /// The object is gone (a delete, or the last finalizer removed from a terminating object).
+    Removed,
+    /// The Lease's new resourceVersion.
+    Lease(String),
+    /// Nothing to keep (evictions: the pod goes as its kubelet stops it; Events).
+    Done,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ApiError {
-    #[error("{kind:?} {key}: resourceVersion {expected} is stale")]
-    Conflict {
-        kind: Kind,
-        key: String,
-        expected: u64,
-    },
-    #[error("{kind:?} {key} not found")]
-    NotFound { kind: Kind, key: String },
-    #[error("{kind:?} {key} already exists")]
-    AlreadyExists { kind: Kind, key: String },
+    /// A precondition failed (HTTP 409): the object changed since it was read.
+    #[error("{target}: conflict: {message}")]
+    Conflict { target: String, message: String },
+    #[error("{target} not found")]
+    NotFound { target: String },
+    #[error("{target} already exists")]
+    AlreadyExists { target: String },
     /// The eviction would break a PodDisruptionBudget (HTTP 429).
-    #[error("cannot evict {pod}: it would violate disruption budget {pdb}")]
-    TooManyRequests { pod: String, pdb: String },
-    /// The writer is not the lease's current holder and term.
-    #[error("write fenced: the lease is held by {holder} in term {term}")]
-    Fenced { holder: String, term: u64 },
-    /// The watch's resourceVersion is too old: list again (HTTP 410).
-    #[error("watch from resourceVersion {since} expired")]
-    Gone { since: u64 },
+    #[error("cannot evict {pod}: {message}")]
+    TooManyRequests { pod: String, message: String },
+    /// The request was refused as invalid (HTTP 422 or 400).
+    #[error("{target}: invalid: {message}")]
+    Invalid { target: String, message: String },
+    /// The watch's resourceVersion is too old: list that kind again (HTTP 410).
+    #[error("watch of {kind:?} from resourceVersion {since} expired")]
+    Gone { kind: Kind, since: String },
+    /// Not allowed (HTTP 401/403), or — in the in-memory API's strict mode — written by a
+    /// process that does not hold the lease.
+    #[error("{target}: forbidden: {message}")]
+    Forbidden { target: String, message: String },
+    /// The server could not be reached or answered 5xx/429 for a reason other than a PDB;
+    /// worth retrying after a backoff.
     #[error("api unavailable: {0}")]
     Unavailable(String),
+}
+
+impl ApiError {
+    /// Whether retrying later (after a re-read for a conflict) may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Conflict { .. } | ApiError::Unavailable(_) | ApiError::TooManyRequests { .. }
+        )
+    }
 }
 
 /// The cluster's API server, as capstan uses it. Generic like
 /// [`capstan_cloud::CloudProvider`]: the controller is generic over it.
 pub trait ClusterApi: Send + Sync {
-    /// Every object capstan watches, and the resourceVersion to watch from.
-    fn list(&self) -> impl Future<Output = Result<Listing, ApiError>> + Send;
-    /// The changes after resourceVersion `since`, oldest first; [`ApiError::Gone`] when the
-    /// history no longer reaches back that far.
-    fn watch(&self, since: u64) -> impl Future<Output = Result<Vec<Event>, ApiError>> + Send;
-    fn create(
-        &self,
-        object: Object,
-        fence: &Fence,
-    ) -> impl Future<Output = Result<u64, ApiError>> + Send;
-    /// Replaces the object if its resourceVersion is still `rv`.
-    fn replace(
-        &self,
-        object: Object,
-        rv: u64,
-        fence: &Fence,
-    ) -> impl Future<Output = Result<u64, ApiError>> + Send;
-    /// Deletes the object if its resourceVersion is still `rv`.
-    fn delete(
+    /// Every object of one kind, and the resourceVersion to watch from.
+    fn list(&self, kind: Kind) -> impl Future<Output = Result<Listing, ApiError>> + Send;
+    /// The changes to one kind after resourceVersion `since`, oldest first, without waiting;
+    /// [`ApiError::Gone`] when the history no longer reaches back that far.
+    fn watch(
         &self,
         kind: Kind,
-        key: &str,
-        rv: u64,
-        fence: &Fence,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send;
-    /// Evicts a pod through the eviction API: refused while a PDB allows no disruption.
-    fn evict(&self, pod: &str, fence: &Fence) -> impl Future<Output = Result<(), ApiError>> + Send;
-    fn get_lease(&self) -> impl Future<Output = Result<Option<(u64, Lease)>, ApiError>> + Send;
-    /// Creates the lease (`rv` = `None`) or replaces it if its resourceVersion is still `rv`.
-    fn put_lease(
-        &self,
-        lease: Lease,
-        rv: Option<u64>,
-    ) -> impl Future<Output = Result<u64, ApiError>> + Send;
+        since: &str,
+    ) -> impl Future<Output = Result<Changes, ApiError>> + Send;
+    /// Carries out one write, and says what the server holds afterwards.
+    fn write(&self, write: Write) -> impl Future<Output = Result<Written, ApiError>> + Send;
+    /// Reads the leader-election lease and its resourceVersion.
+    fn get_lease(&self) -> impl Future<Output = Result<Option<(String, Lease)>, ApiError>> + Send;
 }

@@ -1,37 +1,50 @@
-//! The controller's view of the cluster: a reflector fed by list and watch, with the indexes
-//! the loops ask for (pods by node, pending pods, nodes by provider id).
+//! The controller's view of the cluster: a reflector per kind, fed by list and watch, with
+//! the indexes the loops ask for. It is changed only by applying changes ([`Change`]) — those
+//! a watch delivers, and the objects the API server returned for capstan's own writes — so
+//! every index stays consistent with the objects (checked by a property test against indexes
+//! rebuilt from scratch).
 
-use crate::api::{ApiError, ClusterApi, Event, Kind, NodeClaim, Object};
+use crate::api::{ApiError, Change, ClusterApi, Invalid, Kind, Listing, Meta, Object};
 use capstan_model::pdb::Pdb;
-use capstan_model::{Node, NodePool, Pod};
+use capstan_model::{Node, NodeClaim, NodePool, Pod, Resources};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+type Map<T> = BTreeMap<String, (Meta, Arc<T>)>;
+
 #[derive(Clone, Debug, Default)]
 pub struct Cache {
-    /// The resourceVersion the cache has seen up to; `None` before the first list.
-    pub rv: Option<u64>,
-    pub pods: BTreeMap<String, (u64, Arc<Pod>)>,
-    pub nodes: BTreeMap<String, (u64, Arc<Node>)>,
-    pub claims: BTreeMap<String, (u64, NodeClaim)>,
-    pub nodepools: BTreeMap<String, (u64, NodePool)>,
-    pub pdbs: BTreeMap<String, (u64, Pdb)>,
-    pub daemonsets: BTreeMap<String, (u64, Pod)>,
+    /// Per kind: the resourceVersion to watch from; absent before its first list.
+    rv: BTreeMap<Kind, String>,
+    pods: Map<Pod>,
+    nodes: Map<Node>,
+    claims: Map<NodeClaim>,
+    nodepools: Map<NodePool>,
+    pdbs: Map<Pdb>,
+    daemonsets: Map<Pod>,
+    invalid: BTreeMap<(Kind, String), Arc<Invalid>>,
     /// Node name → the active pods bound to it, by key.
-    pub pods_on: BTreeMap<String, BTreeMap<String, Arc<Pod>>>,
+    pods_on: BTreeMap<String, BTreeMap<String, Arc<Pod>>>,
     /// Node name → the summed requests of the active pods bound to it.
-    pub used_on: BTreeMap<String, capstan_model::Resources>,
-    /// Names of nodes that active pods are bound to but that are not in the cache (deleted
-    /// under their pods, or not seen yet).
-    pub dangling: BTreeSet<String>,
-    /// How many pods in the cache have required pod anti-affinity (they repel others, so
-    /// planners must see every bound pod while there are any).
-    pub repelling: usize,
+    used_on: BTreeMap<String, Resources>,
+    /// Nodes that active pods are bound to but that are not in the cache.
+    dangling: BTreeSet<String>,
+    /// Pods with required pod anti-affinity.
+    repelling: usize,
     /// Keys of pending pods (unbound, active, not DaemonSet pods).
-    pub pending: BTreeSet<String>,
+    pending: BTreeSet<String>,
     /// Provider id → node name.
-    pub node_by_provider: BTreeMap<String, String>,
-    /// Bumped by every change to nodes, claims, NodePools, PDBs or DaemonSets.
+    node_by_provider: BTreeMap<String, String>,
+    /// Provider id → claim name.
+    claim_by_provider: BTreeMap<String, String>,
+    counters: Counters,
+}
+
+/// The cache's own sequence numbers: loops compare them with what they last saw to know
+/// whether anything changed. They only grow, across relists too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Bumped by every change to nodes, claims, NodePools, PDBs, DaemonSets or invalid objects.
     pub generation: u64,
     /// Bumped by every change to a pod.
     pub pod_generation: u64,
@@ -42,68 +55,112 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// Brings the cache up to date: a watch from the last resourceVersion, or a fresh list
-    /// the first time and whenever the watch has expired.
+    /// Brings every kind up to date: a watch from its resourceVersion, or a fresh list of that
+    /// kind the first time and whenever its watch has expired.
     pub async fn sync<A: ClusterApi>(&mut self, api: &A) -> Result<(), ApiError> {
-        if let Some(rv) = self.rv {
-            match api.watch(rv).await {
-                Ok(events) => {
-                    for e in events {
-                        self.apply(e);
+        for kind in Kind::ALL {
+            self.sync_kind(api, kind).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn sync_kind<A: ClusterApi>(&mut self, api: &A, kind: Kind) -> Result<(), ApiError> {
+        if let Some(rv) = self.rv.get(&kind).cloned() {
+            match api.watch(kind, &rv).await {
+                Ok(batch) => {
+                    for c in batch.changes {
+                        self.apply(c);
                     }
+                    self.rv.insert(kind, batch.resource_version);
                     return Ok(());
                 }
                 Err(ApiError::Gone { .. }) => {
-                    tracing::info!(rv, "watch expired; listing again");
+                    tracing::info!(?kind, rv, "watch expired; listing the kind again");
                 }
                 Err(e) => return Err(e),
             }
         }
-        let listing = api.list().await?;
-        // The counters stay monotonic across a relist: loops compare them with what they saw.
-        let counters = (
-            self.generation,
-            self.pod_generation,
-            self.freed,
-            self.node_generation,
-        );
-        *self = Cache::default();
-        (
-            self.generation,
-            self.pod_generation,
-            self.freed,
-            self.node_generation,
-        ) = counters;
-        for (rv, o) in listing.objects {
-            self.put(rv, o);
-        }
-        self.rv = Some(listing.rv);
-        self.generation += 1;
-        self.pod_generation += 1;
-        self.freed += 1;
-        self.node_generation += 1;
+        let listing = api.list(kind).await?;
+        self.relist(kind, listing);
         Ok(())
     }
 
-    pub fn apply(&mut self, e: Event) {
-        self.rv = Some(self.rv.unwrap_or(0).max(e.rv));
-        match e.object {
-            Some(o) => self.put(e.rv, o),
-            None => self.remove(e.kind, &e.key),
+    /// Forgets where every watch was: the next sync lists every kind again.
+    pub fn forget_watches(&mut self) {
+        self.rv.clear();
+    }
+
+    /// Replaces one kind's objects with a listing, through the same path as watch changes.
+    pub fn relist(&mut self, kind: Kind, listing: Listing) {
+        let keep: BTreeSet<String> = listing.objects.iter().map(|(_, o)| o.key()).collect();
+        for key in self.keys(kind) {
+            if !keep.contains(&key) {
+                self.apply(Change::Deleted(kind, key));
+            }
+        }
+        for (m, o) in listing.objects {
+            self.apply(Change::Applied(m, o));
+        }
+        self.rv.insert(kind, listing.resource_version);
+        match kind {
+            Kind::Pod => {
+                self.counters.pod_generation += 1;
+                self.counters.freed += 1;
+            }
+            Kind::Node => {
+                self.counters.node_generation += 1;
+                self.counters.generation += 1;
+            }
+            _ => self.counters.generation += 1,
         }
     }
 
-    fn put(&mut self, rv: u64, o: Object) {
+    fn keys(&self, kind: Kind) -> Vec<String> {
+        let mut keys: Vec<String> = match kind {
+            Kind::Pod => self.pods.keys().cloned().collect(),
+            Kind::Node => self.nodes.keys().cloned().collect(),
+            Kind::NodeClaim => self.claims.keys().cloned().collect(),
+            Kind::NodePool => self.nodepools.keys().cloned().collect(),
+            Kind::Pdb => self.pdbs.keys().cloned().collect(),
+            Kind::DaemonSet => self.daemonsets.keys().cloned().collect(),
+        };
+        keys.extend(
+            self.invalid
+                .keys()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, key)| key.clone()),
+        );
+        keys
+    }
+
+    /// Applies one change.
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::Applied(m, o) => self.put(m, o),
+            Change::Deleted(kind, key) => self.remove(kind, &key),
+        }
+    }
+
+    fn put(&mut self, meta: Meta, o: Object) {
         let key = o.key();
+        let kind = o.kind();
+        if let Object::Invalid(_) = &o {
+            // A valid object turned invalid: it leaves the valid maps first.
+            if self.has_valid(kind, &key) {
+                self.remove(kind, &key);
+            }
+        } else if self.invalid.remove(&(kind, key.clone())).is_some() {
+            self.counters.generation += 1;
+        }
         match o {
             Object::Pod(p) => {
                 self.unindex_pod(&key);
                 self.index_pod(&key, &p);
                 self.repelling += !p.anti_affinity.is_empty() as usize;
-                if let Some((_, old)) = self.pods.insert(key, (rv, p)) {
+                if let Some((_, old)) = self.pods.insert(key, (meta, p)) {
                     self.repelling -= !old.anti_affinity.is_empty() as usize;
                 }
-                self.pod_generation += 1;
+                self.counters.pod_generation += 1;
             }
             Object::Node(n) => {
                 if let Some((_, old)) = self.nodes.get(&key) {
@@ -115,35 +172,59 @@ impl Cache {
                     self.node_by_provider.insert(pid.clone(), key.clone());
                 }
                 self.dangling.remove(&key);
-                self.nodes.insert(key, (rv, Arc::new(n)));
-                self.generation += 1;
-                self.node_generation += 1;
+                self.nodes.insert(key, (meta, n));
+                self.counters.generation += 1;
+                self.counters.node_generation += 1;
             }
             Object::NodeClaim(c) => {
-                self.claims.insert(key, (rv, c));
-                self.generation += 1;
+                if let Some((_, old)) = self.claims.get(&key) {
+                    if let Some(pid) = &old.status.provider_id {
+                        self.claim_by_provider.remove(pid);
+                    }
+                }
+                if let Some(pid) = &c.status.provider_id {
+                    self.claim_by_provider.insert(pid.clone(), key.clone());
+                }
+                self.claims.insert(key, (meta, c));
+                self.counters.generation += 1;
             }
             Object::NodePool(p) => {
-                self.nodepools.insert(key, (rv, p));
-                self.generation += 1;
+                self.nodepools.insert(key, (meta, p));
+                self.counters.generation += 1;
             }
             Object::Pdb(p) => {
-                self.pdbs.insert(key, (rv, p));
-                self.generation += 1;
+                self.pdbs.insert(key, (meta, p));
+                self.counters.generation += 1;
             }
             Object::DaemonSet(p) => {
-                self.daemonsets.insert(key, (rv, p));
-                self.generation += 1;
+                self.daemonsets.insert(key, (meta, p));
+                self.counters.generation += 1;
             }
+            Object::Invalid(i) => {
+                self.invalid.insert((kind, key), i);
+                self.counters.generation += 1;
+            }
+        }
+    }
+
+    fn has_valid(&self, kind: Kind, key: &str) -> bool {
+        match kind {
+            Kind::Pod => self.pods.contains_key(key),
+            Kind::Node => self.nodes.contains_key(key),
+            Kind::NodeClaim => self.claims.contains_key(key),
+            Kind::NodePool => self.nodepools.contains_key(key),
+            Kind::Pdb => self.pdbs.contains_key(key),
+            Kind::DaemonSet => self.daemonsets.contains_key(key),
         }
     }
 
     fn remove(&mut self, kind: Kind, key: &str) {
         if kind == Kind::Pod {
-            self.pod_generation += 1;
+            self.counters.pod_generation += 1;
         } else {
-            self.generation += 1;
+            self.counters.generation += 1;
         }
+        self.invalid.remove(&(kind, key.to_string()));
         match kind {
             Kind::Pod => {
                 self.unindex_pod(key);
@@ -152,18 +233,26 @@ impl Cache {
                 }
             }
             Kind::Node => {
-                self.node_generation += 1;
+                self.counters.node_generation += 1;
                 if self.pods_on.contains_key(key) {
                     self.dangling.insert(key.to_string());
                 }
                 if let Some((_, n)) = self.nodes.remove(key) {
                     if let Some(pid) = &n.provider_id {
-                        self.node_by_provider.remove(pid);
+                        if self.node_by_provider.get(pid).is_some_and(|k| k == key) {
+                            self.node_by_provider.remove(pid);
+                        }
                     }
                 }
             }
             Kind::NodeClaim => {
-                self.claims.remove(key);
+                if let Some((_, c)) = self.claims.remove(key) {
+                    if let Some(pid) = &c.status.provider_id {
+                        if self.claim_by_provider.get(pid).is_some_and(|k| k == key) {
+                            self.claim_by_provider.remove(pid);
+                        }
+                    }
+                }
             }
             Kind::NodePool => {
                 self.nodepools.remove(key);
@@ -192,17 +281,16 @@ impl Cache {
                     .insert(key.to_string(), p.clone());
                 self.used_on.entry(n.clone()).or_default().add(&p.requests);
             }
-            None if !p.is_daemonset_pod() => {
+            None => {
                 self.pending.insert(key.to_string());
             }
-            None => {}
         }
     }
 
     fn unindex_pod(&mut self, key: &str) {
         if let Some((_, old)) = self.pods.get(key) {
             if let Some(n) = &old.node_name {
-                self.freed += 1;
+                self.counters.freed += 1;
                 if let Some(set) = self.pods_on.get_mut(n) {
                     if set.remove(key).is_some() {
                         if let Some(u) = self.used_on.get_mut(n) {
@@ -220,137 +308,185 @@ impl Cache {
         self.pending.remove(key);
     }
 
-    /// Pods bound to `node` that are not DaemonSet pods.
-    pub fn workload_pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+    // ------------------------------------------------------------------ reads
+
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.counters.generation
+    }
+
+    pub fn pod(&self, key: &str) -> Option<&Arc<Pod>> {
+        self.pods.get(key).map(|(_, p)| p)
+    }
+
+    pub fn pod_meta(&self, key: &str) -> Option<&Meta> {
+        self.pods.get(key).map(|(m, _)| m)
+    }
+
+    pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
+        self.pods.values().map(|(_, p)| p)
+    }
+
+    pub fn node(&self, name: &str) -> Option<&Arc<Node>> {
+        self.nodes.get(name).map(|(_, n)| n)
+    }
+
+    pub fn node_meta(&self, name: &str) -> Option<&Meta> {
+        self.nodes.get(name).map(|(m, _)| m)
+    }
+
+    /// Nodes in name order.
+    pub fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
+        self.nodes.values().map(|(_, n)| n)
+    }
+
+    pub fn claim(&self, name: &str) -> Option<&Arc<NodeClaim>> {
+        self.claims.get(name).map(|(_, c)| c)
+    }
+
+    pub fn claim_meta(&self, name: &str) -> Option<&Meta> {
+        self.claims.get(name).map(|(m, _)| m)
+    }
+
+    /// Claims in name order.
+    pub fn claims(&self) -> impl Iterator<Item = &Arc<NodeClaim>> {
+        self.claims.values().map(|(_, c)| c)
+    }
+
+    pub fn nodepool(&self, name: &str) -> Option<&Arc<NodePool>> {
+        self.nodepools.get(name).map(|(_, p)| p)
+    }
+
+    /// The NodePools that compiled, in name order.
+    pub fn nodepools(&self) -> impl Iterator<Item = &Arc<NodePool>> {
+        self.nodepools.values().map(|(_, p)| p)
+    }
+
+    pub fn nodepool_list(&self) -> Vec<NodePool> {
+        self.nodepools().map(|p| NodePool::clone(p)).collect()
+    }
+
+    pub fn pdbs(&self) -> impl Iterator<Item = &Arc<Pdb>> {
+        self.pdbs.values().map(|(_, p)| p)
+    }
+
+    pub fn daemonsets(&self) -> impl Iterator<Item = &Arc<Pod>> {
+        self.daemonsets.values().map(|(_, p)| p)
+    }
+
+    /// Objects that could not be read, with why.
+    pub fn invalid(&self) -> impl Iterator<Item = &Arc<Invalid>> {
+        self.invalid.values()
+    }
+
+    /// Active pods bound to `node` (DaemonSet pods included), in key order.
+    pub fn pods_on(&self, node: &str) -> impl Iterator<Item = &Arc<Pod>> {
         self.pods_on
             .get(node)
             .into_iter()
             .flat_map(|set| set.values())
+    }
+
+    /// Every active bound pod, grouped by node.
+    pub fn bound_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
+        self.pods_on.values().flat_map(|set| set.values())
+    }
+
+    /// Pods bound to `node` that are not DaemonSet pods.
+    pub fn workload_pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.pods_on(node)
             .filter(|p| !p.is_daemonset_pod())
             .cloned()
             .collect()
     }
 
-    /// The claim a node belongs to (by provider id).
-    pub fn claim_of_node(&self, node: &Node) -> Option<&NodeClaim> {
-        let pid = node.provider_id.as_ref()?;
-        self.claims
-            .values()
-            .map(|(_, c)| c)
-            .find(|c| c.status.provider_id.as_ref() == Some(pid))
+    /// The summed requests of the active pods bound to `node`.
+    pub fn used_on(&self, node: &str) -> Option<&Resources> {
+        self.used_on.get(node)
     }
 
-    pub fn nodepool_list(&self) -> Vec<NodePool> {
-        self.nodepools.values().map(|(_, p)| p.clone()).collect()
+    pub fn dangling(&self) -> &BTreeSet<String> {
+        &self.dangling
+    }
+
+    /// How many pods have required pod anti-affinity.
+    pub fn repelling(&self) -> usize {
+        self.repelling
+    }
+
+    pub fn pending(&self) -> &BTreeSet<String> {
+        &self.pending
+    }
+
+    pub fn node_by_provider(&self, provider_id: &str) -> Option<&str> {
+        self.node_by_provider.get(provider_id).map(String::as_str)
+    }
+
+    pub fn claim_by_provider(&self, provider_id: &str) -> Option<&str> {
+        self.claim_by_provider.get(provider_id).map(String::as_str)
+    }
+
+    /// The claim a node belongs to (by provider id).
+    pub fn claim_of_node(&self, node: &Node) -> Option<&Arc<NodeClaim>> {
+        let claim = self.claim_by_provider(node.provider_id.as_deref()?)?;
+        self.claim(claim)
+    }
+
+    /// The node of a claim: by its status, else by its provider id.
+    pub fn node_of_claim(&self, c: &NodeClaim) -> Option<&Arc<Node>> {
+        c.status
+            .node_name
+            .as_deref()
+            .and_then(|n| self.node(n))
+            .or_else(|| {
+                let pid = c.status.provider_id.as_deref()?;
+                self.node(self.node_by_provider(pid)?)
+            })
+    }
+
+    /// Checks every index against one rebuilt from the objects; the first difference, as a
+    /// sentence.
+    pub fn check_indexes(&self) -> Result<(), String> {
+        let mut fresh = Cache::default();
+        for (m, n) in self.nodes.values() {
+            fresh.put(m.clone(), Object::Node(n.clone()));
+        }
+        for (m, c) in self.claims.values() {
+            fresh.put(m.clone(), Object::NodeClaim(c.clone()));
+        }
+        for (m, p) in self.pods.values() {
+            fresh.put(m.clone(), Object::Pod(p.clone()));
+        }
+        let check = |what: &str, ok: bool| {
+            if ok {
+                Ok(())
+            } else {
+                Err(format!("{what} differs from a rebuild"))
+            }
+        };
+        let keys = |m: &BTreeMap<String, BTreeMap<String, Arc<Pod>>>| {
+            m.iter()
+                .map(|(n, s)| (n.clone(), s.keys().cloned().collect::<Vec<_>>()))
+                .collect::<Vec<_>>()
+        };
+        check("pods_on", keys(&self.pods_on) == keys(&fresh.pods_on))?;
+        check("used_on", self.used_on == fresh.used_on)?;
+        check("dangling", self.dangling == fresh.dangling)?;
+        check("repelling", self.repelling == fresh.repelling)?;
+        check("pending", self.pending == fresh.pending)?;
+        check(
+            "node_by_provider",
+            self.node_by_provider == fresh.node_by_provider,
+        )?;
+        check(
+            "claim_by_provider",
+            self.claim_by_provider == fresh.claim_by_provider,
+        )
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use capstan_model::pod::PodPhase;
-
-    fn pod(name: &str, node: Option<&str>) -> Arc<Pod> {
-        Arc::new(Pod {
-            namespace: "default".into(),
-            name: name.into(),
-            node_name: node.map(str::to_string),
-            phase: if node.is_some() {
-                PodPhase::Running
-            } else {
-                PodPhase::Pending
-            },
-            ..Default::default()
-        })
-    }
-
-    fn ev(rv: u64, o: Object) -> Event {
-        Event {
-            rv,
-            kind: o.kind(),
-            key: o.key(),
-            object: Some(o),
-        }
-    }
-
-    #[test]
-    fn binding_a_pod_moves_it_from_pending_to_its_node() {
-        let mut c = Cache::default();
-        c.apply(ev(1, Object::Pod(pod("a", None))));
-        assert!(c.pending.contains("default/a"));
-        c.apply(ev(2, Object::Pod(pod("a", Some("n1")))));
-        assert!(c.pending.is_empty());
-        assert_eq!(c.workload_pods_on("n1").len(), 1);
-        c.apply(Event {
-            rv: 3,
-            kind: Kind::Pod,
-            key: "default/a".into(),
-            object: None,
-        });
-        assert!(c.workload_pods_on("n1").is_empty());
-        assert_eq!(c.rv, Some(3));
-    }
-
-    #[test]
-    fn a_node_with_pods_bound_to_it_is_dangling_while_it_is_missing() {
-        let mut c = Cache::default();
-        let gone = |key: &str| Event {
-            rv: 0,
-            kind: if key.contains('/') {
-                Kind::Pod
-            } else {
-                Kind::Node
-            },
-            key: key.into(),
-            object: None,
-        };
-        c.apply(ev(1, Object::Pod(pod("a", Some("n1")))));
-        assert!(c.dangling.contains("n1"), "bound before the node is seen");
-        let node = capstan_model::convert::Node {
-            name: "n1".into(),
-            ..Default::default()
-        };
-        c.apply(ev(2, Object::Node(node.clone())));
-        assert!(c.dangling.is_empty());
-        c.apply(gone("n1"));
-        assert!(c.dangling.contains("n1"), "deleted under its pod");
-        c.apply(gone("default/a"));
-        assert!(c.dangling.is_empty(), "its last pod left");
-        c.apply(ev(3, Object::Node(node)));
-        assert!(
-            c.dangling.is_empty(),
-            "a node without pods is never dangling"
-        );
-    }
-
-    #[test]
-    fn pods_with_anti_affinity_are_counted_as_they_come_change_and_go() {
-        let mut c = Cache::default();
-        let repelling = |name: &str, anti: bool| {
-            let mut p = Pod::clone(&pod(name, Some("n1")));
-            if anti {
-                p.anti_affinity.push(capstan_model::pod::PodAffinityTerm {
-                    selector: None,
-                    namespaces: capstan_model::pod::Namespaces::All,
-                    topology_key: "kubernetes.io/hostname".into(),
-                });
-            }
-            Object::Pod(Arc::new(p))
-        };
-        c.apply(ev(1, repelling("a", true)));
-        c.apply(ev(2, repelling("b", false)));
-        assert_eq!(c.repelling, 1);
-        c.apply(ev(3, repelling("a", true)));
-        assert_eq!(c.repelling, 1, "an update of the same pod counts once");
-        c.apply(ev(4, repelling("a", false)));
-        assert_eq!(c.repelling, 0);
-        c.apply(ev(5, repelling("b", true)));
-        c.apply(Event {
-            rv: 6,
-            kind: Kind::Pod,
-            key: "default/b".into(),
-            object: None,
-        });
-        assert_eq!(c.repelling, 0);
-    }
-}
+mod tests;

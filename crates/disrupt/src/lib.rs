@@ -18,20 +18,20 @@
 //! feasible under every predicate. Pure: `now` is a parameter.
 
 pub mod heap;
-pub mod time;
 
+pub use capstan_model::disruption::Reason;
 use capstan_model::labels::{self, CAPACITY_SPOT, DO_NOT_DISRUPT};
-use capstan_model::nodepool::{Budget, ConsolidationPolicy, parse_duration};
-use capstan_model::pdb::{IntOrPercent, Pdb};
+use capstan_model::nodepool::ConsolidationPolicy;
+use capstan_model::pdb::Pdb;
 use capstan_model::{InstanceType, Node, NodePool, Pod};
-use capstan_sched::{Plan, Snapshot, SolveInput, SolveOptions, solve};
+use capstan_sched::{Plan, SnapshotBuilder, SolveInput, SolveOptions, solve};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Annotation holding the hash of the NodePool template a node was launched from.
 pub const NODEPOOL_HASH: &str = "capstan.dev/nodepool-hash";
-/// Taint capstan puts on a node it is disrupting.
-pub const DISRUPTED_TAINT: &str = "capstan.dev/disrupted";
+/// Annotation holding the version of that hash's serialization.
+pub const NODEPOOL_HASH_VERSION: &str = "capstan.dev/nodepool-hash-version";
 
 /// Karpenter's rule for spot-to-spot replacement: at least this many cheaper spot types, so a
 /// replacement does not just chase the single cheapest pool into the next interruption.
@@ -85,7 +85,10 @@ impl NodeInfo {
                     .unwrap_or(0.0)
             })
             .unwrap_or(0.0);
-        let created = node.created.as_deref().and_then(time::parse_rfc3339);
+        let created = node
+            .created
+            .as_deref()
+            .and_then(capstan_model::time::parse_rfc3339);
         NodeInfo {
             node,
             nodepool,
@@ -100,13 +103,7 @@ impl NodeInfo {
 
     /// Being disrupted already, cordoned, or NotReady: counts against budgets.
     pub fn disrupting(&self) -> bool {
-        self.node.unschedulable
-            || !self.node.ready
-            || self
-                .node
-                .taints
-                .iter()
-                .any(|t| t.key == DISRUPTED_TAINT || t.key == "karpenter.sh/disrupted")
+        self.node.is_disrupting()
     }
 }
 
@@ -122,38 +119,6 @@ pub struct Input<'a> {
     pub daemonsets: &'a [Pod],
     /// Unix seconds.
     pub now: f64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Reason {
-    Empty,
-    Underutilized,
-    Drifted,
-    Expired,
-    Interrupted,
-}
-
-impl Reason {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Reason::Empty => "empty",
-            Reason::Underutilized => "underutilized",
-            Reason::Drifted => "drifted",
-            Reason::Expired => "expired",
-            Reason::Interrupted => "interrupted",
-        }
-    }
-
-    /// The name NodePool budgets use.
-    fn budget_name(&self) -> &'static str {
-        match self {
-            Reason::Empty => "Empty",
-            Reason::Underutilized => "Underutilized",
-            Reason::Drifted => "Drifted",
-            Reason::Expired => "Expired",
-            Reason::Interrupted => "Interrupted",
-        }
-    }
 }
 
 /// A node to launch before the candidates go.
@@ -208,44 +173,9 @@ pub struct Evaluation {
     pub after: f64,
 }
 
-/// A stable hash of a NodePool's template (FNV-1a over its JSON), for drift.
+/// The drift hash of a NodePool's template (see [`capstan_model::nodepool::template_hash`]).
 pub fn template_hash(pool: &NodePool) -> String {
-    let text = format!("{:?}", pool.spec.template);
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
-}
-
-/// Disruptions a NodePool's budgets allow now for `reason`, before subtracting disrupting nodes.
-pub fn budget_allows(budgets: &[Budget], reason: &str, total_nodes: i64, now: f64) -> i64 {
-    let mut allowed = i64::MAX;
-    for b in budgets {
-        if let Some(rs) = &b.reasons {
-            if !rs.iter().any(|r| r == reason) {
-                continue;
-            }
-        }
-        if let (Some(schedule), Some(duration)) = (&b.schedule, &b.duration) {
-            let Ok(cron) = time::Cron::parse(schedule) else {
-                continue;
-            };
-            let Ok(Some(d)) = parse_duration(duration) else {
-                continue;
-            };
-            if !cron.active(now, d as f64) {
-                continue;
-            }
-        }
-        let nodes = match b.nodes.strip_suffix('%') {
-            Some(p) => IntOrPercent::Percent(p.parse().unwrap_or(0)),
-            None => IntOrPercent::Int(b.nodes.parse().unwrap_or(0)),
-        };
-        allowed = allowed.min(nodes.scaled(total_nodes));
-    }
-    allowed
+    capstan_model::nodepool::template_hash(&pool.spec.template)
 }
 
 struct Engine<'a> {
@@ -384,15 +314,10 @@ impl<'a> Engine<'a> {
                 capstan_model::Resources::new()
             } else {
                 let a = &n.node.allocatable;
-                let max_pods = if a.pods == 0 {
-                    capstan_sched::DEFAULT_MAX_PODS
-                } else {
-                    a.pods
-                };
                 capstan_model::Resources {
                     cpu: (a.cpu - used.cpu).max(0),
                     memory: (a.memory - used.memory).max(0),
-                    pods: (max_pods - used.pods).max(0),
+                    pods: (n.node.max_pods() - used.pods).max(0),
                     ..Default::default()
                 }
             });
@@ -538,12 +463,7 @@ impl<'a> Engine<'a> {
                 .filter(|n| n.nodepool.as_deref() == Some(&np.name))
                 .collect();
             let disrupting = mine.iter().filter(|n| n.disrupting()).count() as i64;
-            let allowed = budget_allows(
-                &np.budgets,
-                reason.budget_name(),
-                mine.len() as i64,
-                input.now,
-            );
+            let allowed = np.budgets.allows(reason, mine.len() as i64, input.now);
             if allowed == i64::MAX {
                 allowed
             } else {
@@ -607,58 +527,22 @@ impl<'a> Engine<'a> {
         for &c in candidates {
             gone[c] = true;
         }
-        let mut snapshot = Snapshot {
-            daemonsets: input.daemonsets.to_vec(),
-            ..Default::default()
-        };
         // The solver reads nothing of a pending pod's binding, so the pods go as they are.
         let pending: Vec<Arc<Pod>> = candidates
             .iter()
             .flat_map(|&c| self.movable_pods(c).iter().copied())
             .map(|p| input.pods[p].clone())
             .collect();
-        let topology = self.bound_anti
-            || pending
-                .iter()
-                .any(|p| capstan_sched::predicates::looks_at_other_pods(p));
-        // The smallest pending pod, resource by resource: a node without room for it takes
-        // nothing.
-        let smallest = pending.iter().fold(None::<(i64, i64)>, |m, p| {
-            let (c, b) = (p.requests.cpu, p.requests.memory);
-            Some(m.map_or((c, b), |(mc, mb)| (mc.min(c), mb.min(b))))
-        });
+        let mut b = SnapshotBuilder::new(&pending, self.bound_anti);
+        b.daemonsets(input.daemonsets.iter().cloned());
         for (i, n) in input.nodes.iter().enumerate() {
             if gone[i] || self.taken.contains(&i) || n.disrupting() {
                 continue;
             }
-            let full = smallest.is_none_or(|(c, b)| {
-                let f = &self.free[i];
-                f.cpu < c || f.memory < b || f.pods < 1
-            });
-            if !topology && full {
-                // It takes none of the pods: leave it out, but keep it in NodePool limits.
-                if let Some(pool) = &n.nodepool {
-                    let cap = if n.node.capacity.is_zero() {
-                        n.node.allocatable.clone()
-                    } else {
-                        n.node.capacity.clone()
-                    };
-                    snapshot.counted.push((pool.clone(), cap));
-                }
-                continue;
-            }
-            snapshot.nodes.push(Node::clone(&n.node));
-            if topology {
-                for &p in &self.pods_on[i] {
-                    snapshot.pods.push(input.pods[p].clone());
-                }
-            } else {
-                // Nothing pending looks at other pods: their requests are all that matter.
-                snapshot
-                    .used
-                    .insert(n.node.name.clone(), self.used[i].clone());
-            }
+            let pods = self.pods_on[i].iter().map(|&p| &input.pods[p]);
+            b.node(&n.node, n.nodepool.as_deref(), pods, &self.used[i]);
         }
+        let snapshot = b.build();
         let pools: Vec<NodePool> = if launch {
             input.nodepools.to_vec()
         } else {
@@ -839,7 +723,15 @@ impl<'a> Engine<'a> {
         if let Some(d) = &n.provider_drift {
             return Some(d.clone());
         }
-        if let Some(h) = n.node.annotations.get(NODEPOOL_HASH) {
+        // A hash of another serialization version says nothing (it is re-annotated instead).
+        let version = n
+            .node
+            .annotations
+            .get(NODEPOOL_HASH_VERSION)
+            .map(String::as_str);
+        if let (Some(h), Some(capstan_model::nodepool::TEMPLATE_HASH_VERSION)) =
+            (n.node.annotations.get(NODEPOOL_HASH), version)
+        {
             if *h != self.pool_hash[pool] {
                 return Some("nodepool template changed".into());
             }
@@ -915,14 +807,18 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 continue;
             }
             if e.remaining_budget(p, reason) <= 0 {
-                blocked.insert(
-                    input.nodes[i].node.name.clone(),
-                    format!(
+                let why = match np.budgets.error() {
+                    Some(e) => format!(
+                        "nodepool {} allows no disruption: its budgets do not compile ({e})",
+                        np.name
+                    ),
+                    None => format!(
                         "budget for nodepool {} allows 0 {} disruptions now",
                         np.name,
-                        reason.budget_name()
+                        reason.as_str()
                     ),
-                );
+                };
+                blocked.insert(input.nodes[i].node.name.clone(), why);
                 continue;
             }
             if reason == Reason::Empty {
@@ -1103,10 +999,15 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
 /// The command for a spot interruption warning: replace the node and drain it before the
 /// reclaim time, `seconds_left` from now. Budgets, PDB waits and do-not-disrupt do not stop it
 /// (the node goes anyway); when waves would outlast the deadline, every pod is evicted at once.
-pub fn interruption(input: Input<'_>, node: &str, seconds_left: f64) -> Option<Command> {
+pub fn interruption(
+    input: Input<'_>,
+    node: &str,
+    reason: Reason,
+    seconds_left: f64,
+) -> Option<Command> {
     let e = Engine::new(input);
     let i = input.nodes.iter().position(|n| n.node.name == node)?;
-    let mut c = e.command(Reason::Interrupted, &[i], true, false)?;
+    let mut c = e.command(reason, &[i], true, false)?;
     c.savings = c.savings.max(0.0);
     if c.drain_seconds > seconds_left && c.drain.len() > 1 {
         c.drain = vec![c.drain.concat()];

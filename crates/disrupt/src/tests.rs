@@ -1,7 +1,7 @@
 //! Behaviour of the disruption engine: one method or budget rule at a time.
 
 use super::*;
-use capstan_model::nodepool::NodePoolObject;
+use capstan_model::nodepool::{Budget, NodePoolObject};
 use capstan_model::pdb::IntOrPercent;
 use capstan_model::selector::LabelSelector;
 use capstan_model::{Catalog, Resources};
@@ -154,8 +154,10 @@ fn budgets_allow_counts_and_percentages_rounded_up_and_the_most_restrictive_wins
         ),
     ];
     for (b, reason, total, want) in cases {
+        let budgets = capstan_model::disruption::Budgets::compile(Some(&b));
+        let reason = Reason::parse(reason).unwrap();
         assert_eq!(
-            budget_allows(&b, reason, total, NOW),
+            budgets.allows(reason, total, NOW),
             want,
             "{b:?} {reason} {total}"
         );
@@ -350,9 +352,12 @@ fn a_changed_template_hash_drifts_the_node() {
     let t = types();
     let p = pool(json!({"disruption": {"consolidateAfter": "Never"}}));
     let mut n = node("a", "m7i.large", 1.0, &t);
-    std::sync::Arc::make_mut(&mut n.node)
-        .annotations
-        .insert(NODEPOOL_HASH.into(), template_hash(&p));
+    let annotations = &mut std::sync::Arc::make_mut(&mut n.node).annotations;
+    annotations.insert(NODEPOOL_HASH.into(), template_hash(&p));
+    annotations.insert(
+        NODEPOOL_HASH_VERSION.into(),
+        capstan_model::nodepool::TEMPLATE_HASH_VERSION.into(),
+    );
     let r = eval(
         std::slice::from_ref(&n),
         &[pod("p1", "a", 500, 1024)],
@@ -361,11 +366,31 @@ fn a_changed_template_hash_drifts_the_node() {
         &t,
     );
     assert!(r.commands.is_empty(), "same hash: no drift");
-    std::sync::Arc::make_mut(&mut n.node)
-        .annotations
-        .insert(NODEPOOL_HASH.into(), "0000".into());
-    let r = eval(&[n], &[pod("p1", "a", 500, 1024)], &[], &[p], &t);
+    let mut other_version = n.clone();
+    let annotations = &mut std::sync::Arc::make_mut(&mut n.node).annotations;
+    annotations.insert(NODEPOOL_HASH.into(), "0000".into());
+    let r = eval(
+        std::slice::from_ref(&n),
+        &[pod("p1", "a", 500, 1024)],
+        &[],
+        std::slice::from_ref(&p),
+        &t,
+    );
     assert_eq!(r.commands[0].reason, Reason::Drifted);
+    let annotations = &mut std::sync::Arc::make_mut(&mut other_version.node).annotations;
+    annotations.insert(NODEPOOL_HASH.into(), "0000".into());
+    annotations.insert(NODEPOOL_HASH_VERSION.into(), "v0".into());
+    let r = eval(
+        &[other_version],
+        &[pod("p1", "a", 500, 1024)],
+        &[],
+        &[p],
+        &t,
+    );
+    assert!(
+        r.commands.is_empty(),
+        "a hash of another version does not drift"
+    );
 }
 
 #[test]
@@ -464,10 +489,11 @@ fn an_interruption_replaces_the_node_whatever_blocks_voluntary_moves() {
             now: NOW,
         },
         "spot-1",
+        Reason::SpotInterruption,
         120.0,
     )
     .unwrap();
-    assert_eq!(c.reason, Reason::Interrupted);
+    assert_eq!(c.reason, Reason::SpotInterruption);
     assert_eq!(c.replacements.len(), 1);
     assert!(c.drain_seconds <= 120.0);
 }
@@ -504,7 +530,7 @@ fn an_interruption_evicts_everything_at_once_when_waves_would_miss_the_deadline(
         daemonsets: &[],
         now: NOW,
     };
-    let c = interruption(input, "spot-1", 120.0).unwrap();
+    let c = interruption(input, "spot-1", Reason::SpotInterruption, 120.0).unwrap();
     assert_eq!(
         c.drain.len(),
         1,
@@ -620,7 +646,7 @@ mod properties {
         let total = nodes.len() as i64;
         let disrupting = nodes.iter().filter(|n| n.disrupting()).count() as i64;
         for (reason, n) in per_pool_reason {
-            let allowed = budget_allows(&pools[0].budgets, reason.budget_name(), total, NOW);
+            let allowed = pools[0].budgets.allows(reason, total, NOW);
             if allowed != i64::MAX {
                 assert!(
                     n <= (allowed - disrupting).max(0),

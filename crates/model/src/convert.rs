@@ -33,9 +33,45 @@ pub struct Node {
     pub provider_id: Option<String>,
     /// RFC 3339.
     pub created: Option<String>,
+    pub finalizers: Vec<String>,
+    /// `metadata.deletionTimestamp` is set: the node is going, held by its finalizers.
+    pub deleting: bool,
 }
 
+/// Pods a node takes when its allocatable says nothing about pods (the kubelet's default).
+pub const DEFAULT_MAX_PODS: i64 = 110;
+
 impl Node {
+    /// How many pods the node takes: its allocatable `pods`, or the kubelet's default.
+    pub fn max_pods(&self) -> i64 {
+        if self.allocatable.pods == 0 {
+            DEFAULT_MAX_PODS
+        } else {
+            self.allocatable.pods
+        }
+    }
+
+    /// What the node counts against NodePool limits: its capacity, or its allocatable when
+    /// no capacity is known.
+    pub fn capacity_or_allocatable(&self) -> &Resources {
+        if self.capacity.is_zero() {
+            &self.allocatable
+        } else {
+            &self.capacity
+        }
+    }
+
+    /// Whether the node carries the disrupted taint, in capstan's or Karpenter's spelling.
+    pub fn has_disrupted_taint(&self) -> bool {
+        self.taints.iter().any(|t| is_disrupted_taint(&t.key))
+    }
+
+    /// Being disrupted already, cordoned, or NotReady: the node counts against disruption
+    /// budgets and takes no new pods in a what-if.
+    pub fn is_disrupting(&self) -> bool {
+        self.unschedulable || !self.ready || self.has_disrupted_taint()
+    }
+
     /// The node an instance of `t` registers as: the type's labels plus zone, capacity type,
     /// NodePool and hostname; ready, with the type's allocatable.
     pub fn for_instance_type(
@@ -546,6 +582,11 @@ pub fn pod_spec(
     Ok(out)
 }
 
+/// Whether a taint key is the disrupted taint (either spelling).
+pub fn is_disrupted_taint(key: &str) -> bool {
+    key == labels::DISRUPTED_TAINT || key == labels::KARPENTER_DISRUPTED_TAINT
+}
+
 /// Converts a node. Label keys are normalized; EKS's `eks.amazonaws.com/capacityType`
 /// (`ON_DEMAND`/`SPOT`) becomes `capstan.dev/capacity-type`.
 pub fn node(n: &core::Node) -> Result<Node, FieldError> {
@@ -604,6 +645,8 @@ pub fn node(n: &core::Node) -> Result<Node, FieldError> {
         ready,
         provider_id: spec.provider_id.clone(),
         created: md.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+        finalizers: md.finalizers.clone().unwrap_or_default(),
+        deleting: md.deletion_timestamp.is_some(),
     })
 }
 

@@ -1,5 +1,7 @@
 //! Well-known label keys, and the Karpenter aliases that mean the same thing.
 
+use std::collections::BTreeMap;
+
 pub const ARCH: &str = "kubernetes.io/arch";
 pub const OS: &str = "kubernetes.io/os";
 pub const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -23,6 +25,14 @@ pub const INSTANCE_NETWORK_BANDWIDTH: &str = "capstan.dev/instance-network-bandw
 pub const INSTANCE_LOCAL_NVME: &str = "capstan.dev/instance-local-nvme";
 pub const INSTANCE_ACCELERATOR_NAME: &str = "capstan.dev/instance-accelerator-name";
 pub const INSTANCE_ACCELERATOR_COUNT: &str = "capstan.dev/instance-accelerator-count";
+
+/// Taint a node carries from registration until capstan has adopted it (Karpenter's key).
+pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
+
+/// Taint capstan puts on a node it is disrupting.
+pub const DISRUPTED_TAINT: &str = "capstan.dev/disrupted";
+/// Karpenter's spelling of the same taint: a node carrying either is being disrupted.
+pub const KARPENTER_DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
 
 /// Pod annotation that keeps a node from being disrupted voluntarily.
 pub const DO_NOT_DISRUPT: &str = "capstan.dev/do-not-disrupt";
@@ -62,6 +72,34 @@ pub const WELL_KNOWN: &[&str] = &[
     "failure-domain.beta.kubernetes.io/zone",
     "failure-domain.beta.kubernetes.io/region",
 ];
+
+/// Karpenter's spelling of the NodePool label, which NodeClaims and Nodes carry.
+pub const KARPENTER_NODEPOOL: &str = "karpenter.sh/nodepool";
+
+/// Karpenter's spelling of a `capstan.dev/` key, where Karpenter has one: what a node must
+/// carry as well for pods that select Karpenter's keys (kube-scheduler sees only real labels).
+pub fn karpenter_spelling(key: &str) -> Option<String> {
+    match key {
+        CAPACITY_TYPE => Some("karpenter.sh/capacity-type".into()),
+        NODEPOOL => Some(KARPENTER_NODEPOOL.into()),
+        DO_NOT_DISRUPT => Some("karpenter.sh/do-not-disrupt".into()),
+        k => k
+            .strip_prefix("capstan.dev/instance-")
+            .map(|rest| format!("karpenter.k8s.aws/instance-{rest}")),
+    }
+}
+
+/// A node's labels as they go on the Node object: each `capstan.dev/` key with Karpenter's
+/// spelling beside it.
+pub fn with_karpenter_spellings(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut out = labels.clone();
+    for (k, v) in labels {
+        if let Some(alias) = karpenter_spelling(k) {
+            out.entry(alias).or_insert_with(|| v.clone());
+        }
+    }
+    out
+}
 
 pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)
@@ -105,5 +143,19 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(normalize_key(input), want, "{input}");
         }
+    }
+
+    #[test]
+    fn every_karpenter_spelling_normalizes_back_to_its_capstan_key() {
+        for k in WELL_KNOWN.iter().copied().chain([DO_NOT_DISRUPT]) {
+            if let Some(alias) = karpenter_spelling(k) {
+                assert_eq!(normalize_key(&alias), k, "{alias}");
+            }
+        }
+        assert_eq!(
+            karpenter_spelling(INSTANCE_FAMILY).as_deref(),
+            Some("karpenter.k8s.aws/instance-family")
+        );
+        assert_eq!(karpenter_spelling(ZONE), None);
     }
 }

@@ -4,7 +4,9 @@
 //! ([`convert`], [`load`]); everything downstream reads only these forms.
 
 pub mod catalog;
+pub mod claim;
 pub mod convert;
+pub mod disruption;
 pub mod error;
 pub mod labels;
 pub mod load;
@@ -16,8 +18,10 @@ pub mod requirements;
 pub mod resources;
 pub mod selector;
 pub mod taints;
+pub mod time;
 
 pub use catalog::{Catalog, InstanceType, Offering};
+pub use claim::{ClaimStatus, NodeClaim};
 pub use convert::Node;
 pub use error::FieldError;
 pub use nodepool::NodePool;
@@ -85,9 +89,13 @@ mod fixture_tests {
         assert_eq!(p.startup_taints.len(), 1);
         assert_eq!(p.limits["cpu"], 1_000_000);
         assert_eq!(p.limits["memory"], 1000 << 30);
-        assert_eq!(p.budgets.len(), 3);
-        assert_eq!(p.budgets[1].schedule.as_deref(), Some("0 9 * * mon-fri"));
-        assert_eq!(p.budgets[2].reasons.as_ref().unwrap().len(), 2);
+        let budgets = p.budgets.valid();
+        assert_eq!(budgets.len(), 3);
+        assert_eq!(
+            budgets[1].window.as_ref().unwrap().duration_seconds,
+            8 * 3600
+        );
+        assert_eq!(budgets[2].reasons.as_ref().unwrap().len(), 2);
         assert_eq!(
             p.consolidation_policy,
             ConsolidationPolicy::WhenEmptyOrUnderutilized

@@ -1,12 +1,14 @@
 //! NodePool and NodeClaim: the serde form of `capstan.dev/v1` (field-for-field Karpenter's
 //! `karpenter.sh/v1`), and the compiled form the scheduler reads.
 
+use crate::disruption::Budgets;
 use crate::error::FieldError;
 use crate::labels::{self, normalize_key};
 use crate::quantity::Quantity;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::CPU;
 use crate::taints::{Effect, Taint};
+pub use crate::time::parse_duration;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -175,6 +177,13 @@ impl QuantityValue {
     }
 }
 
+/// What [`NodePool::compile_with`] does with budgets that do not compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BudgetErrors {
+    Reject,
+    Keep,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConsolidationPolicy {
     WhenEmpty,
@@ -199,58 +208,11 @@ pub struct NodePool {
     pub consolidation_policy: ConsolidationPolicy,
     /// `None` = Never.
     pub consolidate_after_seconds: Option<u64>,
-    pub budgets: Vec<Budget>,
+    pub budgets: Budgets,
     /// Replace spot nodes on a rebalance recommendation (annotation
     /// `capstan.dev/spot-rebalance: "true"`).
     pub spot_rebalance: bool,
     pub spec: NodePoolSpec,
-}
-
-/// Parses a Go duration (`720h`, `1h30m`, `90s`, `1.5h`), or `Never` as `None`.
-pub fn parse_duration(s: &str) -> Result<Option<u64>, String> {
-    if s == "Never" {
-        return Ok(None);
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err("empty duration".into());
-    }
-    if rest == "0" {
-        return Ok(Some(0));
-    }
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_end == 0 {
-            return Err(format!("invalid duration {s:?}: expected a number"));
-        }
-        let n: f64 = rest[..num_end]
-            .parse()
-            .map_err(|_| format!("invalid duration {s:?}"))?;
-        rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => {
-                return Err(format!(
-                    "invalid duration {s:?}: missing unit (ns, us, ms, s, m, h)"
-                ));
-            }
-            u => return Err(format!("invalid duration {s:?}: unknown unit {u:?}")),
-        };
-        total += n * scale;
-        rest = &rest[unit_end..];
-    }
-    Ok(Some(total.ceil() as u64))
 }
 
 pub fn compile_taint(t: &TaintSpec, field: &str) -> Result<Taint, FieldError> {
@@ -320,6 +282,20 @@ pub fn default_requirements() -> Requirements {
 impl NodePool {
     /// Compiles a parsed manifest. Errors name the field (`spec.template.spec.requirements[0].operator`).
     pub fn compile(obj: &NodePoolObject) -> Result<NodePool, FieldError> {
+        NodePool::compile_with(obj, BudgetErrors::Reject)
+    }
+
+    /// As [`NodePool::compile`], but budgets that do not compile are kept as
+    /// [`Budgets::Invalid`]: the pool provisions, and allows no disruption (the controller's
+    /// fail-closed reading of a live object).
+    pub fn compile_fail_closed(obj: &NodePoolObject) -> Result<NodePool, FieldError> {
+        NodePool::compile_with(obj, BudgetErrors::Keep)
+    }
+
+    fn compile_with(
+        obj: &NodePoolObject,
+        budget_errors: BudgetErrors,
+    ) -> Result<NodePool, FieldError> {
         if obj.api_version != API_VERSION && obj.api_version != KARPENTER_API_VERSION {
             return Err(FieldError::new(
                 "apiVersion",
@@ -421,40 +397,9 @@ impl NodePool {
             "spec.disruption.consolidateAfter",
             Some(0),
         )?;
-        let budgets = disruption.budgets.clone().unwrap_or_else(|| {
-            vec![Budget {
-                nodes: "10%".into(),
-                schedule: None,
-                duration: None,
-                reasons: None,
-            }]
-        });
-        for (i, b) in budgets.iter().enumerate() {
-            let f = format!("spec.disruption.budgets[{i}]");
-            let n = b.nodes.strip_suffix('%').unwrap_or(&b.nodes);
-            if n.parse::<u32>().is_err() {
-                return Err(FieldError::new(
-                    format!("{f}.nodes"),
-                    format!("expected a count or a percentage, got {:?}", b.nodes),
-                ));
-            }
-            if b.schedule.is_some() != b.duration.is_some() {
-                return Err(FieldError::new(
-                    f,
-                    "schedule and duration must be set together",
-                ));
-            }
-            if let Some(d) = &b.duration {
-                parse_duration(d).map_err(|e| FieldError::new(format!("{f}.duration"), e))?;
-            }
-            for (j, r) in b.reasons.iter().flatten().enumerate() {
-                if !matches!(r.as_str(), "Empty" | "Drifted" | "Underutilized") {
-                    return Err(FieldError::new(
-                        format!("{f}.reasons[{j}]"),
-                        format!("expected Empty, Drifted or Underutilized, got {r:?}"),
-                    ));
-                }
-            }
+        let budgets = Budgets::compile(disruption.budgets.as_deref());
+        if let (Budgets::Invalid(e), BudgetErrors::Reject) = (&budgets, budget_errors) {
+            return Err(e.clone());
         }
         if let Some(w) = spec.weight
             && !(0..=100).contains(&w)
@@ -497,6 +442,74 @@ impl NodePool {
     }
 }
 
+/// The version of [`template_hash`]'s serialization. Bump it whenever the set of fields that
+/// drift, or their serialization, changes: nodes carrying a hash of another version are
+/// re-annotated rather than drifted (as Karpenter does with `nodepool-hash-version`).
+pub const TEMPLATE_HASH_VERSION: &str = "v1";
+
+/// The template fields whose change drifts a node, in a stable serialization. Requirements
+/// drift separately (each node is checked against them); `expireAfter` and
+/// `terminationGracePeriod` apply to existing nodes as they are, so they do not drift.
+#[derive(Serialize)]
+struct DriftFields<'a> {
+    labels: BTreeMap<&'a str, &'a str>,
+    annotations: BTreeMap<&'a str, &'a str>,
+    taints: Vec<(&'a str, &'a str, &'a str)>,
+    startup_taints: Vec<(&'a str, &'a str, &'a str)>,
+    node_class_ref: Option<(&'a str, &'a str, &'a str)>,
+}
+
+fn str_map(m: Option<&BTreeMap<String, String>>) -> BTreeMap<&str, &str> {
+    m.into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+/// Taints as a set: their order in the manifest does not drift anything.
+fn taint_set(ts: &[TaintSpec]) -> Vec<(&str, &str, &str)> {
+    let mut v: Vec<(&str, &str, &str)> = ts
+        .iter()
+        .map(|t| {
+            (
+                t.key.as_str(),
+                t.value.as_deref().unwrap_or(""),
+                t.effect.as_str(),
+            )
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// A stable hash of the template fields that drift (FNV-1a 64 over their versioned
+/// serialization), for the `capstan.dev/nodepool-hash` annotation.
+pub fn template_hash(template: &NodeClaimTemplate) -> String {
+    let meta = template.metadata.as_ref();
+    let fields = DriftFields {
+        labels: str_map(meta.map(|m| &m.labels)),
+        annotations: str_map(meta.map(|m| &m.annotations)),
+        taints: taint_set(&template.spec.taints),
+        startup_taints: taint_set(&template.spec.startup_taints),
+        node_class_ref: template
+            .spec
+            .node_class_ref
+            .as_ref()
+            .map(|r| (r.group.as_str(), r.kind.as_str(), r.name.as_str())),
+    };
+    let text = serde_json::to_string(&fields).expect("drift fields serialize");
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in TEMPLATE_HASH_VERSION
+        .bytes()
+        .chain([b':'])
+        .chain(text.bytes())
+    {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
 /// A NodeClaim object (`capstan.dev/v1` or `karpenter.sh/v1`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -527,32 +540,172 @@ pub struct NodeClaimStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub allocatable: BTreeMap<String, QuantityValue>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<serde_json::Value>,
+    pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_pod_event_time: Option<String>,
+    /// capstan's: the launched offering (Karpenter keeps these as labels only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<String>,
+    #[serde(
+        default,
+        rename = "priceUSDPerHour",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub price_usd_per_hour: Option<f64>,
+}
+
+/// A status condition (metav1.Condition).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub last_transition_time: String,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn template(json: serde_json::Value) -> NodeClaimTemplate {
+        serde_json::from_value(json).unwrap()
+    }
+
     #[test]
-    fn go_durations_parse_to_seconds() {
+    fn the_drift_hash_of_a_fixed_template_never_changes_within_a_version() {
+        // If this fails, the drift serialization changed: bump TEMPLATE_HASH_VERSION (nodes
+        // carrying the old version are re-annotated, not drifted), then update the golden hash.
+        let t = template(serde_json::json!({
+            "metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+            "spec": {
+                "nodeClassRef": {"group": "capstan.dev", "kind": "FakeNodeClass", "name": "default"},
+                "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+                "taints": [{"key": "b", "effect": "NoSchedule"}, {"key": "a", "value": "1", "effect": "NoExecute"}],
+                "startupTaints": [{"key": "init", "effect": "NoSchedule"}],
+                "expireAfter": "720h",
+                "terminationGracePeriod": "1h"
+            }
+        }));
+        assert_eq!(TEMPLATE_HASH_VERSION, "v1");
+        assert_eq!(template_hash(&t), "bdc87fe873cfde81");
+    }
+
+    #[test]
+    fn only_the_fields_that_drift_change_the_hash() {
+        let base = serde_json::json!({"spec": {"taints": [
+            {"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}]}});
+        let h = template_hash(&template(base));
+        // (a change, whether it drifts)
         let cases = [
-            ("720h", Some(2_592_000)),
-            ("1h30m", Some(5400)),
-            ("90s", Some(90)),
-            ("1.5h", Some(5400)),
-            ("500ms", Some(1)),
-            ("0s", Some(0)),
-            ("Never", None),
+            (
+                serde_json::json!({"spec": {"taints": [
+                {"key": "b", "effect": "NoSchedule"}, {"key": "a", "effect": "NoSchedule"}]}}),
+                false,
+            ),
+            (
+                serde_json::json!({"spec": {"expireAfter": "1h", "taints": [
+                {"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}]}}),
+                false,
+            ),
+            (
+                serde_json::json!({"spec": {"requirements": [{"key": "x", "operator": "Exists"}], "taints": [
+                {"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}]}}),
+                false,
+            ),
+            (
+                serde_json::json!({"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}}),
+                true,
+            ),
+            (
+                serde_json::json!({"metadata": {"labels": {"l": "1"}}, "spec": {"taints": [
+                {"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}]}}),
+                true,
+            ),
         ];
-        for (s, want) in cases {
-            assert_eq!(parse_duration(s).unwrap(), want, "{s}");
+        for (t, drifts) in cases {
+            assert_eq!(template_hash(&template(t.clone())) != h, drifts, "{t}");
         }
-        for bad in ["", "10", "1d", "h"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
+    }
+
+    #[test]
+    fn every_template_field_is_classified_for_drift() {
+        // A field added to the template must be placed here: in DRIFTS (then add it to
+        // DriftFields and bump TEMPLATE_HASH_VERSION) or in DOES_NOT_DRIFT.
+        const DRIFTS: &[&str] = &[
+            "metadata.labels",
+            "metadata.annotations",
+            "spec.taints",
+            "spec.startupTaints",
+            "spec.nodeClassRef",
+        ];
+        const DOES_NOT_DRIFT: &[&str] = &[
+            "spec.requirements",
+            "spec.expireAfter",
+            "spec.terminationGracePeriod",
+            "spec.resources",
+        ];
+        let full = NodeClaimTemplate {
+            metadata: Some(TemplateMetadata {
+                labels: [("a".into(), "b".into())].into(),
+                annotations: [("a".into(), "b".into())].into(),
+            }),
+            spec: NodeClaimSpec {
+                node_class_ref: Some(NodeClassRef {
+                    group: "g".into(),
+                    kind: "k".into(),
+                    name: "n".into(),
+                }),
+                requirements: vec![RequirementSpec {
+                    key: "k".into(),
+                    operator: "Exists".into(),
+                    values: vec![],
+                    min_values: None,
+                }],
+                taints: vec![TaintSpec {
+                    key: "k".into(),
+                    value: None,
+                    effect: "NoSchedule".into(),
+                    time_added: None,
+                }],
+                startup_taints: vec![TaintSpec {
+                    key: "k".into(),
+                    value: None,
+                    effect: "NoSchedule".into(),
+                    time_added: None,
+                }],
+                expire_after: Some("1h".into()),
+                termination_grace_period: Some("1h".into()),
+                resources: Some(ClaimResources::default()),
+            },
+        };
+        let v = serde_json::to_value(&full).unwrap();
+        let mut fields: Vec<String> = Vec::new();
+        for part in ["metadata", "spec"] {
+            for k in v[part].as_object().unwrap().keys() {
+                fields.push(format!("{part}.{k}"));
+            }
         }
+        fields.sort();
+        let mut known: Vec<String> = DRIFTS
+            .iter()
+            .chain(DOES_NOT_DRIFT)
+            .map(|s| s.to_string())
+            .collect();
+        known.sort();
+        assert_eq!(
+            fields, known,
+            "a template field is not classified for drift"
+        );
     }
 
     #[test]
@@ -563,7 +716,7 @@ mod tests {
         assert!(p.requirements.allows(labels::CAPACITY_TYPE, "on-demand"));
         assert!(!p.requirements.allows(labels::CAPACITY_TYPE, "spot"));
         assert!(p.requirements.allows(labels::NODEPOOL, "default"));
-        assert_eq!(p.budgets[0].nodes, "10%");
+        assert_eq!(p.budgets, Budgets::default());
         assert_eq!(p.expire_after_seconds, Some(720 * 3600));
     }
 }

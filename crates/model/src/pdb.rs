@@ -6,7 +6,7 @@ use crate::selector::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// A count or a percentage (`"25%"`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IntOrPercent {
     Int(i64),
     Percent(i64),
@@ -176,7 +176,7 @@ mod tests {
             let ps = pods(n, running);
             let refs: Vec<&Pod> = ps.iter().collect();
             assert_eq!(
-                pdb(min.clone(), max.clone()).allowed(&refs),
+                pdb(min, max).allowed(&refs),
                 want,
                 "{n} pods, {running} running, min {min:?} max {max:?}"
             );

@@ -189,6 +189,39 @@ impl Requirement {
         }
     }
 
+    /// The node-selector terms (operator, values) this requirement is the conjunction of, as
+    /// a manifest writes them: one term for a plain requirement, several when intersection
+    /// combined NotIn with Gt or Lt.
+    pub fn to_terms(&self) -> Vec<(Operator, Vec<String>)> {
+        if !self.complement {
+            let values: Vec<String> = self
+                .values
+                .iter()
+                .filter(|v| self.within_bounds(v))
+                .cloned()
+                .collect();
+            return if values.is_empty() {
+                vec![(Operator::DoesNotExist, Vec::new())]
+            } else {
+                vec![(Operator::In, values)]
+            };
+        }
+        let mut terms = Vec::new();
+        if !self.values.is_empty() {
+            terms.push((Operator::NotIn, self.values.clone()));
+        }
+        if let Some(g) = self.greater_than {
+            terms.push((Operator::Gt, vec![g.to_string()]));
+        }
+        if let Some(l) = self.less_than {
+            terms.push((Operator::Lt, vec![l.to_string()]));
+        }
+        if terms.is_empty() {
+            terms.push((Operator::Exists, Vec::new()));
+        }
+        terms
+    }
+
     /// The listed values: allowed ones for In, excluded ones for NotIn.
     pub fn values(&self) -> &[String] {
         &self.values

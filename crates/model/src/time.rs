@@ -1,4 +1,52 @@
-//! Civil time without a clock: RFC 3339 parsing and cron matching on UTC unix seconds.
+//! Civil time without a clock: Go durations, RFC 3339 timestamps and cron schedules on UTC
+//! unix seconds. Parsed once, at the edge, into these types; nothing downstream re-parses.
+
+/// Parses a Go duration (`720h`, `1h30m`, `90s`, `1.5h`), or `Never` as `None`.
+pub fn parse_duration(s: &str) -> Result<Option<u64>, String> {
+    if s == "Never" {
+        return Ok(None);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    if rest == "0" {
+        return Ok(Some(0));
+    }
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_end == 0 {
+            return Err(format!("invalid duration {s:?}: expected a number"));
+        }
+        let n: f64 = rest[..num_end]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}"))?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => {
+                return Err(format!(
+                    "invalid duration {s:?}: missing unit (ns, us, ms, s, m, h)"
+                ));
+            }
+            u => return Err(format!("invalid duration {s:?}: unknown unit {u:?}")),
+        };
+        total += n * scale;
+        rest = &rest[unit_end..];
+    }
+    Ok(Some(total.ceil() as u64))
+}
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
 pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
@@ -66,6 +114,21 @@ pub fn parse_rfc3339(s: &str) -> Option<f64> {
         _ => return None,
     };
     Some((days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset) as f64 + frac)
+}
+
+/// Formats unix seconds as RFC 3339 in UTC, to the second (`2026-11-30T09:15:00Z`), as
+/// Kubernetes writes metav1.Time.
+pub fn format_rfc3339(unix: f64) -> String {
+    let secs = unix.floor() as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
 }
 
 /// A cron schedule (five fields, UTC): minute hour day-of-month month day-of-week.
@@ -211,6 +274,33 @@ mod tests {
 
     fn at(s: &str) -> f64 {
         parse_rfc3339(s).unwrap()
+    }
+
+    #[test]
+    fn go_durations_parse_to_seconds() {
+        let cases = [
+            ("720h", Some(2_592_000)),
+            ("1h30m", Some(5400)),
+            ("90s", Some(90)),
+            ("1.5h", Some(5400)),
+            ("500ms", Some(1)),
+            ("0s", Some(0)),
+            ("Never", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_duration(s).unwrap(), want, "{s}");
+        }
+        for bad in ["", "10", "1d", "h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_formatting_round_trips_whole_seconds() {
+        for t in [0.0, 1_796_030_100.0, 951_782_400.0, -86_400.0] {
+            assert_eq!(at(&format_rfc3339(t)), t);
+        }
+        assert_eq!(format_rfc3339(1_796_030_100.7), "2026-11-30T09:15:00Z");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! daemonset overhead.
 
 pub mod predicates;
+pub mod snapshot;
 mod solver;
 mod topology;
 
@@ -18,7 +19,8 @@ use capstan_model::{InstanceType, Node, NodePool, Pod, Requirements, Resources, 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use solver::{DEFAULT_MAX_PODS, solve};
+pub use snapshot::SnapshotBuilder;
+pub use solver::solve;
 
 /// A NodeClaim that has been launched but whose node has not registered yet. The scheduler
 /// treats it like a node it already knows.

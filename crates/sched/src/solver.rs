@@ -14,10 +14,6 @@ use capstan_model::taints::{Taint, untolerated};
 use capstan_model::{InstanceType, NodePool, Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// Pods a node takes when its status does not say.
-/// Max pods of a node that reports none (the kubelet's default).
-pub const DEFAULT_MAX_PODS: i64 = 110;
-
 /// Plans where every pending pod goes. See the crate docs.
 pub fn solve(input: SolveInput<'_>, options: &SolveOptions) -> Plan {
     let mut s = Solver::new(input, options.clone());
@@ -268,9 +264,7 @@ impl<'a> Solver<'a> {
         let mut by_name = HashMap::new();
         for n in &input.snapshot.nodes {
             let mut max = n.allocatable.clone();
-            if max.pods == 0 {
-                max.pods = DEFAULT_MAX_PODS;
-            }
+            max.pods = n.max_pods();
             by_name.insert(n.name.clone(), slots.len());
             slots.push(Slot {
                 name: n.name.clone(),
@@ -290,7 +284,7 @@ impl<'a> Solver<'a> {
         for c in &input.snapshot.inflight {
             let mut max = c.allocatable.clone();
             if max.pods == 0 {
-                max.pods = DEFAULT_MAX_PODS;
+                max.pods = capstan_model::convert::DEFAULT_MAX_PODS;
             }
             let mut l = c.labels.clone();
             l.entry(HOSTNAME.to_string())
@@ -341,13 +335,7 @@ impl<'a> Solver<'a> {
                     .nodes
                     .iter()
                     .filter(|n| mine(&n.labels))
-                    .map(|n| {
-                        if n.capacity.is_zero() {
-                            &n.allocatable
-                        } else {
-                            &n.capacity
-                        }
-                    })
+                    .map(|n| n.capacity_or_allocatable())
                     .chain(
                         input
                             .snapshot

@@ -3,10 +3,105 @@
 //! and the field.
 
 use capstan_fake_cloud::FakeCloudConfig;
-use capstan_model::nodepool::{NodePoolObject, parse_duration};
+use capstan_model::nodepool::NodePoolObject;
+use capstan_model::pdb::IntOrPercent;
+use capstan_model::time::{parse_duration, parse_rfc3339};
 use capstan_model::{NodePool, Quantity};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
+
+/// A duration in seconds, read from a Go duration (`24h`, `90m`, `1h30m`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, PartialOrd)]
+pub struct Secs(pub f64);
+
+impl<'de> Deserialize<'de> for Secs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        seconds(&s).map(Secs).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Unix seconds, read from an RFC 3339 timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct UnixTime(pub f64);
+
+impl<'de> Deserialize<'de> for UnixTime {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_rfc3339(&s)
+            .map(UnixTime)
+            .ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not RFC 3339")))
+    }
+}
+
+/// A quantity (`500m`, `2`, `1Gi`), read once: `milli` in thousandths (CPU), `units` whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Amount {
+    pub milli: i64,
+    pub units: i64,
+}
+
+impl<'de> Deserialize<'de> for Amount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let q = Quantity::parse(&s).map_err(serde::de::Error::custom)?;
+        Ok(Amount {
+            milli: q.milli_ceil(),
+            units: q.units_ceil(),
+        })
+    }
+}
+
+/// A count or a percentage (`2`, `50%`), as PDBs take them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Share(pub IntOrPercent);
+
+impl<'de> Deserialize<'de> for Share {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Str(String),
+        }
+        let bad = |s: &str| {
+            serde::de::Error::custom(format!("expected a count or a percentage, got {s:?}"))
+        };
+        match Raw::deserialize(d)? {
+            Raw::Int(i) => Ok(Share(IntOrPercent::Int(i))),
+            Raw::Str(s) => match s.trim().strip_suffix('%') {
+                Some(p) => p
+                    .trim()
+                    .parse()
+                    .map(|v| Share(IntOrPercent::Percent(v)))
+                    .map_err(|_| bad(&s)),
+                None => s
+                    .trim()
+                    .parse()
+                    .map(|v| Share(IntOrPercent::Int(v)))
+                    .map_err(|_| bad(&s)),
+            },
+        }
+    }
+}
+
+/// A workload's topology spread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Spread {
+    /// Across zones, maxSkew 1, DoNotSchedule.
+    Zone,
+    /// Across nodes, maxSkew 1, ScheduleAnyway.
+    Hostname,
+}
+
+/// How the controller plans new NodeClaims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlannerSpec {
+    Pack,
+    Sched,
+}
 
 /// The built-in scenario `capstan simulate` runs with no `--scenario`.
 pub const DEFAULT: &str = include_str!("../scenarios/default.yaml");
@@ -21,10 +116,10 @@ pub struct Scenario {
     pub name: String,
     /// How long to simulate (`24h`, `90m`…).
     #[serde(default = "day")]
-    pub duration: String,
+    pub duration: Secs,
     /// Unix-time start, RFC 3339 (the disruption engine's cron budgets read it).
     #[serde(default = "start")]
-    pub start: String,
+    pub start: UnixTime,
     #[serde(default)]
     pub catalog: CatalogFilter,
     pub node_pools: Vec<NodePoolObject>,
@@ -40,12 +135,12 @@ pub struct Scenario {
     pub controller: ControllerSpec,
 }
 
-fn day() -> String {
-    "24h".into()
+fn day() -> Secs {
+    Secs(86_400.0)
 }
 
-fn start() -> String {
-    "2026-01-05T00:00:00Z".into()
+fn start() -> UnixTime {
+    UnixTime(parse_rfc3339("2026-01-05T00:00:00Z").expect("a valid default start"))
 }
 
 /// Which instance types of the built-in catalog the fake cloud offers.
@@ -64,8 +159,8 @@ pub struct CatalogFilter {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DaemonSet {
     pub name: String,
-    pub cpu: String,
-    pub memory: String,
+    pub cpu: Amount,
+    pub memory: Amount,
 }
 
 /// Requests per second arriving at the cluster: a diurnal curve, spikes and lulls, noise.
@@ -95,8 +190,8 @@ fn fourteen() -> f64 {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Window {
     /// Offset from the start (`11h`, `90m`).
-    pub at: String,
-    pub duration: String,
+    pub at: Secs,
+    pub duration: Secs,
     pub multiplier: f64,
 }
 
@@ -107,8 +202,8 @@ pub struct Workload {
     #[serde(default = "default_ns")]
     pub namespace: String,
     /// Per-pod CPU and memory requests.
-    pub cpu: String,
-    pub memory: String,
+    pub cpu: Amount,
+    pub memory: Amount,
     /// Fixed replicas (no autoscaler).
     #[serde(default)]
     pub replicas: Option<i32>,
@@ -122,17 +217,17 @@ pub struct Workload {
     #[serde(default)]
     pub traffic_share: f64,
     /// CPU one request per second costs (`2m`).
-    #[serde(default = "zero_cpu")]
-    pub cpu_per_rps: String,
+    #[serde(default)]
+    pub cpu_per_rps: Amount,
     /// CPU a pod uses idle.
-    #[serde(default = "zero_cpu")]
-    pub idle_cpu: String,
+    #[serde(default)]
+    pub idle_cpu: Amount,
     #[serde(default)]
     pub pdb: Option<PdbSpec>,
     /// Topology spread (`zone` or `hostname`), maxSkew 1, ScheduleAnyway for hostname,
     /// DoNotSchedule for zone.
     #[serde(default)]
-    pub spread: Option<String>,
+    pub spread: Option<Spread>,
     #[serde(default)]
     pub node_selector: BTreeMap<String, String>,
     /// Seconds from binding to Ready.
@@ -148,9 +243,6 @@ pub struct Workload {
 
 fn default_ns() -> String {
     "default".into()
-}
-fn zero_cpu() -> String {
-    "0".into()
 }
 fn ten() -> f64 {
     10.0
@@ -193,8 +285,8 @@ fn three_hundred() -> f64 {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Arrival {
-    pub at: String,
-    pub duration: String,
+    pub at: Secs,
+    pub duration: Secs,
     pub per_minute: f64,
 }
 
@@ -202,9 +294,9 @@ pub struct Arrival {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PdbSpec {
     #[serde(default)]
-    pub min_available: Option<String>,
+    pub min_available: Option<Share>,
     #[serde(default)]
-    pub max_unavailable: Option<String>,
+    pub max_unavailable: Option<Share>,
 }
 
 /// Faults injected at fixed times (`--faults` adds random ones from the seed).
@@ -219,11 +311,11 @@ pub struct Faults {
     pub interruption_storms: Vec<Storm>,
     /// The controller process dies and restarts (losing its memory).
     #[serde(default)]
-    pub controller_crashes: Vec<String>,
+    pub controller_crashes: Vec<Secs>,
     /// The leader stalls past its lease; the standby takes over; the old leader then
     /// writes once with its stale term.
     #[serde(default)]
-    pub leader_failovers: Vec<String>,
+    pub leader_failovers: Vec<Secs>,
     /// The cloud API allows only this many calls per second for a while.
     #[serde(default)]
     pub throttling: Vec<Throttle>,
@@ -232,8 +324,8 @@ pub struct Faults {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Outage {
-    pub at: String,
-    pub duration: String,
+    pub at: Secs,
+    pub duration: Secs,
     /// Instance-type prefix (`m7i.`), or all when empty.
     #[serde(default)]
     pub instance_types: String,
@@ -244,7 +336,7 @@ pub struct Outage {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Storm {
-    pub at: String,
+    pub at: Secs,
     /// Fraction of running spot instances interrupted.
     pub fraction: f64,
 }
@@ -252,8 +344,8 @@ pub struct Storm {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Throttle {
-    pub at: String,
-    pub duration: String,
+    pub at: Secs,
+    pub duration: Secs,
 }
 
 /// Controller settings a scenario may change.
@@ -262,16 +354,16 @@ pub struct Throttle {
 pub struct ControllerSpec {
     /// `pack` (default) or `sched`.
     #[serde(default)]
-    pub planner: Option<String>,
+    pub planner: Option<PlannerSpec>,
     #[serde(default)]
-    pub batch_idle: Option<String>,
+    pub batch_idle: Option<Secs>,
     #[serde(default)]
-    pub batch_max: Option<String>,
+    pub batch_max: Option<Secs>,
     #[serde(default)]
-    pub disruption_interval: Option<String>,
+    pub disruption_interval: Option<Secs>,
     /// After a disruption evaluation that found nothing, wait this long unless nodes change.
     #[serde(default)]
-    pub quiet_interval: Option<String>,
+    pub quiet_interval: Option<Secs>,
 }
 
 /// A scenario that does not make sense: `file: field: message`.
@@ -321,17 +413,10 @@ impl Scenario {
     }
 
     fn compile(self) -> Result<Compiled, (String, String)> {
-        let dur = |v: &str, field: &str| seconds(v).map_err(|m| (field.to_string(), m));
-        let duration = dur(&self.duration, "duration")?;
+        let duration = self.duration.0;
         if duration <= 0.0 {
             return Err(("duration".into(), "must be positive".into()));
         }
-        let start_unix = capstan_disrupt::time::parse_rfc3339(&self.start).ok_or_else(|| {
-            (
-                "start".to_string(),
-                format!("{:?} is not RFC 3339", self.start),
-            )
-        })?;
         if self.node_pools.is_empty() {
             return Err(("nodePools".into(), "a scenario needs a NodePool".into()));
         }
@@ -344,13 +429,6 @@ impl Scenario {
         self.cloud
             .validate()
             .map_err(|(f, m)| (format!("cloud.{f}"), m))?;
-        let qty = |v: &str, field: &str| {
-            Quantity::parse(v).map_err(|e| (field.to_string(), e.to_string()))
-        };
-        for (i, d) in self.daemon_sets.iter().enumerate() {
-            qty(&d.cpu, &format!("daemonSets[{i}].cpu"))?;
-            qty(&d.memory, &format!("daemonSets[{i}].memory"))?;
-        }
         let t = &self.traffic;
         if t.base_rps < 0.0 || t.peak_rps < t.base_rps {
             return Err((
@@ -360,8 +438,6 @@ impl Scenario {
         }
         for (name, ws) in [("spikes", &t.spikes), ("lulls", &t.lulls)] {
             for (i, w) in ws.iter().enumerate() {
-                dur(&w.at, &format!("traffic.{name}[{i}].at"))?;
-                dur(&w.duration, &format!("traffic.{name}[{i}].duration"))?;
                 if w.multiplier < 0.0 {
                     return Err((
                         format!("traffic.{name}[{i}].multiplier"),
@@ -379,10 +455,6 @@ impl Scenario {
             if !names.insert(w.name.clone()) {
                 return Err((f("name"), format!("{:?} appears twice", w.name)));
             }
-            qty(&w.cpu, &f("cpu"))?;
-            qty(&w.memory, &f("memory"))?;
-            qty(&w.cpu_per_rps, &f("cpuPerRps"))?;
-            qty(&w.idle_cpu, &f("idleCpu"))?;
             let modes = [w.replicas.is_some(), w.hpa.is_some(), w.queue.is_some()];
             if modes.iter().filter(|m| **m).count() != 1 {
                 return Err((
@@ -408,15 +480,6 @@ impl Scenario {
                         "jobSeconds, targetPerReplica and maxReplicas must be positive".into(),
                     ));
                 }
-                for (j, a) in q.arrivals.iter().enumerate() {
-                    dur(&a.at, &f(&format!("queue.arrivals[{j}].at")))?;
-                    dur(&a.duration, &f(&format!("queue.arrivals[{j}].duration")))?;
-                }
-            }
-            if let Some(s) = &w.spread {
-                if s != "zone" && s != "hostname" {
-                    return Err((f("spread"), format!("expected zone or hostname, got {s:?}")));
-                }
             }
             if let Some(p) = &w.pdb {
                 if p.min_available.is_some() == p.max_unavailable.is_some() {
@@ -427,16 +490,7 @@ impl Scenario {
                 }
             }
         }
-        let fl = &self.faults;
-        for (i, o) in fl.capacity_outages.iter().enumerate() {
-            dur(&o.at, &format!("faults.capacityOutages[{i}].at"))?;
-            dur(
-                &o.duration,
-                &format!("faults.capacityOutages[{i}].duration"),
-            )?;
-        }
-        for (i, s) in fl.interruption_storms.iter().enumerate() {
-            dur(&s.at, &format!("faults.interruptionStorms[{i}].at"))?;
+        for (i, s) in self.faults.interruption_storms.iter().enumerate() {
             if !(0.0..=1.0).contains(&s.fraction) {
                 return Err((
                     format!("faults.interruptionStorms[{i}].fraction"),
@@ -444,38 +498,9 @@ impl Scenario {
                 ));
             }
         }
-        for (i, a) in fl.controller_crashes.iter().enumerate() {
-            dur(a, &format!("faults.controllerCrashes[{i}]"))?;
-        }
-        for (i, a) in fl.leader_failovers.iter().enumerate() {
-            dur(a, &format!("faults.leaderFailovers[{i}]"))?;
-        }
-        for (i, t) in fl.throttling.iter().enumerate() {
-            dur(&t.at, &format!("faults.throttling[{i}].at"))?;
-            dur(&t.duration, &format!("faults.throttling[{i}].duration"))?;
-        }
-        let c = &self.controller;
-        if let Some(p) = &c.planner {
-            if p != "pack" && p != "sched" {
-                return Err((
-                    "controller.planner".into(),
-                    format!("expected pack or sched, got {p:?}"),
-                ));
-            }
-        }
-        for (v, f) in [
-            (&c.batch_idle, "controller.batchIdle"),
-            (&c.batch_max, "controller.batchMax"),
-            (&c.disruption_interval, "controller.disruptionInterval"),
-            (&c.quiet_interval, "controller.quietInterval"),
-        ] {
-            if let Some(v) = v {
-                dur(v, f)?;
-            }
-        }
         Ok(Compiled {
             duration,
-            start_unix,
+            start_unix: self.start.0,
             nodepools,
             scenario: self,
         })
@@ -510,6 +535,7 @@ mod tests {
                 &DEFAULT.replace("cpu: 500m", "cpu: lots"),
                 "workloads[0].cpu",
             ),
+            (&DEFAULT.replace("start: ", "start: soon #"), "start"),
         ];
         for (text, field) in cases {
             let e = Scenario::parse("s.yaml", text).unwrap_err();

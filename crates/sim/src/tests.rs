@@ -1,11 +1,8 @@
-//! The simulator end to end: determinism, invariants under faults, and the controller's
-//! fencing against the in-memory API.
+//! The simulator end to end: determinism, invariants under faults (with the in-memory API's
+//! server-side fence check off), and failing closed on bad budgets.
 
 use super::*;
 use crate::scenario::{FAULTS, Scenario};
-use capstan_controller::api::ClusterApi;
-use capstan_controller::{Config, Controller};
-use capstan_model::Resources;
 
 /// The faults scenario cut to `minutes`.
 fn short(minutes: u32) -> Compiled {
@@ -84,77 +81,68 @@ fn the_default_scenario_runs_an_hour_with_traffic_and_interruptions_modelled() {
     assert!(html.contains("Nodes by capacity type"));
 }
 
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
-
-fn pending_pod(name: &str) -> Pod {
-    let mut requests = Resources::new();
-    requests.cpu = 1000;
-    requests.memory = 1 << 30;
-    requests.pods = 1;
-    Pod {
-        namespace: "default".into(),
-        name: name.into(),
-        requests,
-        ..Default::default()
+/// Compiles the faults scenario's NodePools as the controller reads live objects (budgets
+/// that do not compile are kept, and fail closed), after `edit` changes their manifests.
+fn with_pools(
+    mut sc: Compiled,
+    edit: impl Fn(&mut capstan_model::nodepool::NodePoolObject),
+) -> Compiled {
+    for o in &mut sc.scenario.node_pools {
+        edit(o);
     }
+    sc.nodepools = sc
+        .scenario
+        .node_pools
+        .iter()
+        .map(|o| capstan_model::NodePool::compile_fail_closed(o).unwrap())
+        .collect();
+    sc
 }
 
 #[test]
-fn a_stalled_leader_that_writes_after_losing_its_lease_is_fenced_and_duplicates_nothing() {
-    block(async {
-        let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
-        let mut catalog = Catalog::builtin();
-        catalog
-            .instance_types
-            .retain(|t| t.name.starts_with("m7i."));
-        let cloud = SimCloud {
-            inner: FakeCloud::new(Default::default(), catalog, clock.clone()),
-            clock: clock.clone(),
-            throttled_until: Arc::new(AtomicU64::new(0)),
-        };
-        let api = Arc::new(InMemoryApi::new());
-        api.put(Object::NodePool(NodePool::default_pool()));
-        api.put(Object::Pod(Arc::new(pending_pod("a"))));
-        let mk = |id: &str| {
-            Controller::new(
-                api.clone(),
-                Arc::new(cloud.clone()),
-                clock.clone(),
-                Config {
-                    identity: id.into(),
-                    ..Default::default()
-                },
-            )
-        };
-        let (mut a, mut b) = (mk("a"), mk("b"));
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        a.step().await;
-        assert!(a.is_leader());
-        // a stalls past its lease; b takes over and provisions.
-        for _ in 0..20 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            b.step().await;
-        }
-        assert!(b.is_leader());
-        let claims_before = api.all(Kind::NodeClaim).len();
-        assert!(claims_before >= 1, "b provisioned for the pending pod");
-        // More demand arrives; a wakes up believing it still leads.
-        api.put(Object::Pod(Arc::new(pending_pod("b"))));
-        a.step_without_renewal().await;
-        assert!(api.stats().fenced_writes >= 1, "{:?}", api.stats());
-        assert!(!a.is_leader());
-        assert_eq!(api.all(Kind::NodeClaim).len(), claims_before);
-        // The lease still names b, and b goes on.
-        let (_, lease) = api.get_lease().await.unwrap().unwrap();
-        assert_eq!(lease.holder, "b");
+fn a_nodepool_whose_budget_schedule_does_not_parse_disrupts_nothing() {
+    let sc = short(125);
+    let consolidates = summary(&sc, 1, false);
+    assert!(consolidates.consolidations > 0, "{consolidates:?}");
+    let broken = with_pools(sc, |o| {
+        let d = o.spec.disruption.get_or_insert_with(Default::default);
+        d.budgets = Some(vec![capstan_model::nodepool::Budget {
+            nodes: "100%".into(),
+            schedule: Some("0 9 * * funday".into()),
+            duration: Some("8h".into()),
+            reasons: None,
+        }]);
     });
+    assert!(broken.nodepools.iter().all(|p| p.budgets.error().is_some()));
+    let s = summary(&broken, 1, false);
+    assert_eq!(s.consolidations, 0, "fails closed: {s:?}");
+    assert!(s.failures().is_empty(), "{:?}", s.failures());
+}
+
+#[test]
+fn deposed_leaders_writes_reach_the_server_only_when_frozen_mid_write() {
+    // Faults with failovers: the frozen leader's one stale write may reach the server (it is
+    // not refused there: capstan does not rely on server-side fencing), and nothing breaks.
+    let sc = short(60);
+    let mut frozen = 0;
+    for seed in 1..=4 {
+        let s = summary(&sc, seed, true);
+        assert!(s.failures().is_empty(), "seed {seed}: {:?}", s.failures());
+        frozen += s
+            .faults_injected
+            .iter()
+            .filter(|f| f.contains("failover"))
+            .count() as u64;
+        assert!(
+            s.writes_from_deposed_leaders
+                <= s.faults_injected
+                    .iter()
+                    .filter(|f| f.contains("failover"))
+                    .count() as u64,
+            "seed {seed}: at most one stale write per freeze: {s:?}"
+        );
+    }
+    assert!(frozen > 0, "some seed freezes its leader");
 }
 
 #[test]

@@ -2,16 +2,16 @@
 //! CPU utilization seen through the metrics pipeline, or a KEDA-style ScaledObject on a
 //! queue's depth — with the ReplicaSet controller that turns replicas into pods.
 
-use crate::scenario::{Compiled, HpaSpec, Traffic, Workload, seconds};
+use crate::scenario::{Compiled, HpaSpec, Spread, Traffic, Workload};
 use capstan_hpa::keda::{ScaledObject, ScalerState};
 use capstan_hpa::signal::Pipeline;
 use capstan_hpa::{
     ContainerInfo, ControllerConfig, History, HorizontalPodAutoscalerSpec, Phase, PodInfo, Tick,
 };
-use capstan_model::pdb::{IntOrPercent, Pdb};
+use capstan_model::pdb::Pdb;
 use capstan_model::pod::{InclusionPolicy, PodPhase, TopologySpread, WhenUnsatisfiable};
 use capstan_model::selector::LabelSelector;
-use capstan_model::{Pod, Quantity, Requirements, Resources, labels};
+use capstan_model::{Pod, Requirements, Resources, labels};
 use k8s_openapi::api::autoscaling::v2::{
     HPAScalingRules, HorizontalPodAutoscalerBehavior, MetricSpec, MetricTarget,
     ResourceMetricSource,
@@ -29,8 +29,7 @@ pub fn rps(traffic: &Traffic, t: f64) -> f64 {
     let diurnal = 0.5 * (1.0 + phase.cos());
     let mut v = traffic.base_rps + (traffic.peak_rps - traffic.base_rps) * diurnal;
     for w in traffic.spikes.iter().chain(&traffic.lulls) {
-        let at = seconds(&w.at).unwrap_or(0.0);
-        let d = seconds(&w.duration).unwrap_or(0.0);
+        let (at, d) = (w.at.0, w.duration.0);
         if t >= at && t < at + d {
             v *= w.multiplier;
         }
@@ -54,21 +53,6 @@ pub fn noise(seed: u64, minute: u64, sd: f64) -> f64 {
     };
     let z = (-2.0 * h(1).ln()).sqrt() * (2.0 * std::f64::consts::PI * h(2)).cos();
     (1.0 + sd * z).max(0.0)
-}
-
-fn milli(q: &str) -> i64 {
-    Quantity::parse(q).map(|q| q.milli_ceil()).unwrap_or(0)
-}
-
-fn bytes(q: &str) -> i64 {
-    Quantity::parse(q).map(|q| q.units_ceil()).unwrap_or(0)
-}
-
-fn int_or_percent(s: &str) -> IntOrPercent {
-    match s.strip_suffix('%') {
-        Some(p) => IntOrPercent::Percent(p.trim().parse().unwrap_or(0)),
-        None => IntOrPercent::Int(s.trim().parse().unwrap_or(0)),
-    }
 }
 
 /// One workload's state.
@@ -103,16 +87,16 @@ struct CachedTick {
 impl WorkloadState {
     pub fn new(spec: &Workload) -> WorkloadState {
         let mut req = Resources::new();
-        req.cpu = milli(&spec.cpu);
-        req.memory = bytes(&spec.memory);
+        req.cpu = spec.cpu.milli;
+        req.memory = spec.memory.units;
         req.pods = 1;
         let labels_map: BTreeMap<String, String> = [("app".to_string(), spec.name.clone())]
             .into_iter()
             .collect();
         let selector = LabelSelector::from_match_labels(&labels_map);
         let mut spread = Vec::new();
-        match spec.spread.as_deref() {
-            Some("zone") => spread.push(TopologySpread {
+        match spec.spread {
+            Some(Spread::Zone) => spread.push(TopologySpread {
                 max_skew: 1,
                 topology_key: labels::ZONE.into(),
                 when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
@@ -121,7 +105,7 @@ impl WorkloadState {
                 node_affinity_policy: InclusionPolicy::Honor,
                 node_taints_policy: InclusionPolicy::Ignore,
             }),
-            Some("hostname") => spread.push(TopologySpread {
+            Some(Spread::Hostname) => spread.push(TopologySpread {
                 max_skew: 1,
                 topology_key: labels::HOSTNAME.into(),
                 when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
@@ -130,7 +114,7 @@ impl WorkloadState {
                 node_affinity_policy: InclusionPolicy::Honor,
                 node_taints_policy: InclusionPolicy::Ignore,
             }),
-            _ => {}
+            None => {}
         }
         let mut annotations = BTreeMap::new();
         if spec.do_not_disrupt {
@@ -190,8 +174,8 @@ impl WorkloadState {
             namespace: self.spec.namespace.clone(),
             name: self.spec.name.clone(),
             selector: Some(LabelSelector::from_match_labels(&self.template.labels)),
-            min_available: p.min_available.as_deref().map(int_or_percent),
-            max_unavailable: p.max_unavailable.as_deref().map(int_or_percent),
+            min_available: p.min_available.map(|s| s.0),
+            max_unavailable: p.max_unavailable.map(|s| s.0),
         })
     }
 
@@ -209,8 +193,7 @@ impl WorkloadState {
     pub fn tick(&mut self, sc: &Compiled, t: f64, rps_now: f64, ready: usize) {
         if let Some(q) = &self.spec.queue {
             for a in &q.arrivals {
-                let at = seconds(&a.at).unwrap_or(0.0);
-                let d = seconds(&a.duration).unwrap_or(0.0);
+                let (at, d) = (a.at.0, a.duration.0);
                 if t >= at && t < at + d {
                     self.queue_depth += a.per_minute / 60.0;
                 }
@@ -219,8 +202,8 @@ impl WorkloadState {
             self.queue_depth -= done;
             self.jobs_done += done;
         }
-        let load = rps_now * self.spec.traffic_share * milli(&self.spec.cpu_per_rps) as f64;
-        let per_pod = milli(&self.spec.idle_cpu) as f64 + load / ready.max(1) as f64;
+        let load = rps_now * self.spec.traffic_share * self.spec.cpu_per_rps.milli as f64;
+        let per_pod = self.spec.idle_cpu.milli as f64 + load / ready.max(1) as f64;
         self.usage.push_back((t, per_pod));
         while self.usage.len() > 120 {
             self.usage.pop_front();
@@ -397,8 +380,8 @@ mod tests {
             peak_hour: 14.0,
             noise: 0.0,
             spikes: vec![crate::scenario::Window {
-                at: "11h".into(),
-                duration: "30m".into(),
+                at: crate::scenario::Secs(11.0 * 3600.0),
+                duration: crate::scenario::Secs(1800.0),
                 multiplier: 2.0,
             }],
             lulls: vec![],

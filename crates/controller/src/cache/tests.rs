@@ -1,0 +1,228 @@
+use super::*;
+use capstan_model::pod::{Namespaces, PodAffinityTerm, PodPhase};
+use proptest::prelude::*;
+
+fn pod(name: &str, node: Option<&str>) -> Arc<Pod> {
+    Arc::new(Pod {
+        namespace: "default".into(),
+        name: name.into(),
+        node_name: node.map(str::to_string),
+        phase: if node.is_some() {
+            PodPhase::Running
+        } else {
+            PodPhase::Pending
+        },
+        ..Default::default()
+    })
+}
+
+fn meta(rv: u64) -> Meta {
+    Meta {
+        uid: "u".into(),
+        resource_version: rv.to_string(),
+    }
+}
+
+fn applied(rv: u64, o: Object) -> Change {
+    Change::Applied(meta(rv), o)
+}
+
+fn node(name: &str) -> Object {
+    Object::Node(Arc::new(Node {
+        name: name.into(),
+        provider_id: Some(format!("fake://{name}")),
+        ..Default::default()
+    }))
+}
+
+#[test]
+fn binding_a_pod_moves_it_from_pending_to_its_node() {
+    let mut c = Cache::default();
+    c.apply(applied(1, Object::Pod(pod("a", None))));
+    assert!(c.pending().contains("default/a"));
+    c.apply(applied(2, Object::Pod(pod("a", Some("n1")))));
+    assert!(c.pending().is_empty());
+    assert_eq!(c.workload_pods_on("n1").len(), 1);
+    c.apply(Change::Deleted(Kind::Pod, "default/a".into()));
+    assert!(c.workload_pods_on("n1").is_empty());
+}
+
+#[test]
+fn a_node_with_pods_bound_to_it_is_dangling_while_it_is_missing() {
+    let mut c = Cache::default();
+    c.apply(applied(1, Object::Pod(pod("a", Some("n1")))));
+    assert!(c.dangling().contains("n1"), "bound before the node is seen");
+    c.apply(applied(2, node("n1")));
+    assert!(c.dangling().is_empty());
+    c.apply(Change::Deleted(Kind::Node, "n1".into()));
+    assert!(c.dangling().contains("n1"), "deleted under its pod");
+    assert_eq!(c.node_by_provider("fake://n1"), None);
+    c.apply(Change::Deleted(Kind::Pod, "default/a".into()));
+    assert!(c.dangling().is_empty(), "its last pod left");
+    c.apply(applied(3, node("n1")));
+    assert!(
+        c.dangling().is_empty(),
+        "a node without pods is never dangling"
+    );
+}
+
+#[test]
+fn pods_with_anti_affinity_are_counted_as_they_come_change_and_go() {
+    let mut c = Cache::default();
+    let repelling = |name: &str, anti: bool| {
+        let mut p = Pod::clone(&pod(name, Some("n1")));
+        if anti {
+            p.anti_affinity.push(PodAffinityTerm {
+                selector: None,
+                namespaces: Namespaces::All,
+                topology_key: "kubernetes.io/hostname".into(),
+            });
+        }
+        Object::Pod(Arc::new(p))
+    };
+    c.apply(applied(1, repelling("a", true)));
+    c.apply(applied(2, repelling("b", false)));
+    assert_eq!(c.repelling(), 1);
+    c.apply(applied(3, repelling("a", true)));
+    assert_eq!(c.repelling(), 1, "an update of the same pod counts once");
+    c.apply(applied(4, repelling("a", false)));
+    assert_eq!(c.repelling(), 0);
+    c.apply(applied(5, repelling("b", true)));
+    c.apply(Change::Deleted(Kind::Pod, "default/b".into()));
+    assert_eq!(c.repelling(), 0);
+}
+
+#[test]
+fn a_relist_removes_what_is_gone_and_keeps_the_indexes() {
+    let mut c = Cache::default();
+    c.apply(applied(1, node("n1")));
+    c.apply(applied(2, node("n2")));
+    c.apply(applied(3, Object::Pod(pod("a", Some("n2")))));
+    let before = c.counters();
+    c.relist(
+        Kind::Node,
+        Listing {
+            resource_version: "9".into(),
+            objects: vec![(meta(1), node("n1"))],
+        },
+    );
+    assert!(c.node("n2").is_none());
+    assert!(c.dangling().contains("n2"));
+    assert_eq!(c.node_by_provider("fake://n2"), None);
+    assert!(c.counters().generation > before.generation);
+    c.check_indexes().unwrap();
+}
+
+#[test]
+fn an_object_that_turns_invalid_leaves_the_valid_maps() {
+    let mut c = Cache::default();
+    c.apply(applied(
+        1,
+        Object::NodePool(Arc::new(NodePool::default_pool())),
+    ));
+    assert!(c.nodepool("default").is_some());
+    c.apply(applied(
+        2,
+        Object::Invalid(Arc::new(Invalid {
+            kind: Kind::NodePool,
+            key: "default".into(),
+            error: "spec.weight: must be between 0 and 100".into(),
+        })),
+    ));
+    assert!(c.nodepool("default").is_none());
+    assert_eq!(c.invalid().count(), 1);
+    c.apply(applied(
+        3,
+        Object::NodePool(Arc::new(NodePool::default_pool())),
+    ));
+    assert_eq!(c.invalid().count(), 0, "fixed again");
+}
+
+/// A random change to a small cluster: pods bound, unbound, finished or deleted; nodes and
+/// claims come and go.
+#[derive(Clone, Debug)]
+enum Step {
+    Pod {
+        name: u8,
+        node: Option<u8>,
+        done: bool,
+        daemon: bool,
+        anti: bool,
+        cpu: i64,
+    },
+    DeletePod(u8),
+    Node(u8),
+    DeleteNode(u8),
+    Claim {
+        name: u8,
+        provider: Option<u8>,
+    },
+    DeleteClaim(u8),
+    Relist(Vec<u8>),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0u8..12, proptest::option::of(0u8..4), any::<bool>(), any::<bool>(), any::<bool>(), 0i64..2000)
+            .prop_map(|(name, node, done, daemon, anti, cpu)| Step::Pod { name, node, done, daemon, anti, cpu }),
+        1 => (0u8..12).prop_map(Step::DeletePod),
+        2 => (0u8..4).prop_map(Step::Node),
+        1 => (0u8..4).prop_map(Step::DeleteNode),
+        1 => (0u8..4, proptest::option::of(0u8..4)).prop_map(|(name, provider)| Step::Claim { name, provider }),
+        1 => (0u8..4).prop_map(Step::DeleteClaim),
+        1 => proptest::collection::vec(0u8..4, 0..4).prop_map(Step::Relist),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_index_matches_one_rebuilt_from_scratch_after_any_changes(steps in proptest::collection::vec(step(), 1..60)) {
+        let mut c = Cache::default();
+        let mut last = c.counters();
+        for (rv, s) in steps.into_iter().enumerate() {
+            let rv = rv as u64 + 1;
+            match s {
+                Step::Pod { name, node, done, daemon, anti, cpu } => {
+                    let mut p = Pod::clone(&pod(&format!("p{name}"), node.map(|n| format!("n{n}")).as_deref()));
+                    if done {
+                        p.phase = PodPhase::Succeeded;
+                    }
+                    if daemon {
+                        p.owner_kind = Some("DaemonSet".into());
+                    }
+                    if anti {
+                        p.anti_affinity.push(PodAffinityTerm {
+                            selector: None,
+                            namespaces: Namespaces::All,
+                            topology_key: "kubernetes.io/hostname".into(),
+                        });
+                    }
+                    p.requests.cpu = cpu;
+                    p.requests.pods = 1;
+                    c.apply(applied(rv, Object::Pod(Arc::new(p))));
+                }
+                Step::DeletePod(n) => c.apply(Change::Deleted(Kind::Pod, format!("default/p{n}"))),
+                Step::Node(n) => c.apply(applied(rv, node(&format!("n{n}")))),
+                Step::DeleteNode(n) => c.apply(Change::Deleted(Kind::Node, format!("n{n}"))),
+                Step::Claim { name, provider } => {
+                    let mut claim = NodeClaim { name: format!("c{name}"), ..Default::default() };
+                    claim.status.provider_id = provider.map(|p| format!("fake://c{p}-{name}"));
+                    c.apply(applied(rv, Object::NodeClaim(Arc::new(claim))));
+                }
+                Step::DeleteClaim(n) => c.apply(Change::Deleted(Kind::NodeClaim, format!("c{n}"))),
+                Step::Relist(names) => c.relist(Kind::Node, Listing {
+                    resource_version: rv.to_string(),
+                    objects: names.iter().map(|n| (meta(rv), node(&format!("n{n}")))).collect(),
+                }),
+            }
+            prop_assert_eq!(c.check_indexes(), Ok(()));
+            let now = c.counters();
+            prop_assert!(now.generation >= last.generation && now.pod_generation >= last.pod_generation
+                && now.freed >= last.freed && now.node_generation >= last.node_generation,
+                "counters only grow");
+            last = now;
+        }
+    }
+}

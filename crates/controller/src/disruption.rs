@@ -1,0 +1,464 @@
+//! Disruption: every `disruption_interval`, once the cluster has settled, run the engine
+//! (`disrupt::evaluate`), hold a consolidation for `validation_delay` and carry it out only if
+//! the engine still proposes it, then: taint the candidates, launch the replacements, and once
+//! they are initialized, terminate the candidates. A disruption whose replacements fail is
+//! aborted (taints off, replacements deleted). Disrupted taints nobody is acting on (a
+//! deposed leader's, a half-done command's) are removed.
+
+use crate::Action;
+use crate::api::{ClusterApi, Kind};
+use crate::catalog::instance_types;
+use crate::context::Ctx;
+use capstan_cloud::CloudProvider;
+use capstan_disrupt::{Command, NodeInfo, Replacement, Target};
+use capstan_model::disruption::Reason;
+use capstan_model::labels::{self, DISRUPTED_TAINT};
+use capstan_model::pdb::Pdb;
+use capstan_model::{InstanceType, NodePool, Pod, Requirement};
+use std::sync::Arc;
+
+/// A command being carried out.
+#[derive(Clone, Debug)]
+pub(crate) struct InProgress {
+    reason: Reason,
+    candidates: Vec<String>,
+    /// Replacement claim names.
+    replacements: Vec<String>,
+    started: f64,
+}
+
+/// A command waiting out its validation delay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Proposed {
+    pub reason: Reason,
+    pub candidates: Vec<String>,
+    pub at: f64,
+}
+
+/// What to do with the engine's first command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Validation {
+    /// Carry it out now.
+    Execute,
+    /// It is proposed and still waiting out the delay.
+    Wait,
+    /// Propose it (and wait).
+    Propose(Proposed),
+}
+
+/// Consolidations (empty and underutilized) wait `delay` seconds as proposals and are carried
+/// out only if the engine proposes the same command again after the wait; the rest go now.
+pub fn validate(proposed: Option<&Proposed>, cmd: &Command, now: f64, delay: f64) -> Validation {
+    if !matches!(cmd.reason, Reason::Underutilized | Reason::Empty) {
+        return Validation::Execute;
+    }
+    match proposed {
+        Some(p) if p.reason == cmd.reason && p.candidates == cmd.candidates => {
+            if now - p.at >= delay {
+                Validation::Execute
+            } else {
+                Validation::Wait
+            }
+        }
+        _ => Validation::Propose(Proposed {
+            reason: cmd.reason,
+            candidates: cmd.candidates.clone(),
+            at: now,
+        }),
+    }
+}
+
+/// What the disruption engine reads, owned (built from the cache).
+pub(crate) struct Inputs {
+    pub nodes: Vec<NodeInfo>,
+    pub pods: Vec<Arc<Pod>>,
+    pub pdbs: Vec<Pdb>,
+    pub nodepools: Vec<NodePool>,
+    pub daemonsets: Vec<Pod>,
+}
+
+impl Inputs {
+    pub fn input<'a>(
+        &'a self,
+        types: &'a [InstanceType],
+        now_unix: f64,
+    ) -> capstan_disrupt::Input<'a> {
+        capstan_disrupt::Input {
+            nodes: &self.nodes,
+            pods: &self.pods,
+            pdbs: &self.pdbs,
+            nodepools: &self.nodepools,
+            instance_types: types,
+            daemonsets: &self.daemonsets,
+            now: now_unix,
+        }
+    }
+}
+
+/// The engine's view of the cluster: every node priced from its claim (or the catalog),
+/// claims not yet initialized counted as NotReady, claims being deleted as cordoned.
+pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
+    cx: &Ctx<'_, A, C>,
+    types: &[InstanceType],
+) -> Inputs {
+    let cache = cx.cache();
+    let mut nodes = Vec::new();
+    for n in cache.nodes() {
+        let claim = cache.claim_of_node(n);
+        let mut info = NodeInfo::from_node(n.clone(), types);
+        match claim {
+            Some(c) => {
+                if c.status.price > 0.0 {
+                    info.price = c.status.price;
+                }
+                info.created = Some(cx.config.epoch_unix + c.created);
+                if !c.status.initialized() {
+                    // Not ready for disruption yet: counts against budgets like NotReady.
+                    Arc::make_mut(&mut info.node).ready = false;
+                }
+                if c.deleting() {
+                    Arc::make_mut(&mut info.node).unschedulable = true;
+                }
+                if let Some(pid) = &c.status.provider_id {
+                    info.provider_drift = cx.s.provider_drift.get(pid).cloned();
+                }
+            }
+            None => info.nodepool = None,
+        }
+        nodes.push(info);
+    }
+    Inputs {
+        nodes,
+        pods: cache.bound_pods().cloned().collect(),
+        pdbs: cache.pdbs().map(|p| Pdb::clone(p)).collect(),
+        nodepools: cache.nodepool_list(),
+        daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Disruption {
+    in_progress: Option<InProgress>,
+    proposed: Option<Proposed>,
+    next_at: f64,
+    /// After an evaluation that found nothing: the cache generation and when.
+    quiet: Option<(u64, f64)>,
+}
+
+impl Disruption {
+    pub fn busy(&self) -> bool {
+        self.in_progress.is_some()
+    }
+
+    pub async fn reconcile<A: ClusterApi, C: CloudProvider>(
+        &mut self,
+        cx: &mut Ctx<'_, A, C>,
+        now: f64,
+    ) {
+        if now < self.next_at {
+            return;
+        }
+        self.next_at = now + cx.config.disruption_interval;
+        if let Some(ip) = self.in_progress.clone() {
+            self.advance(cx, now, ip).await;
+            return;
+        }
+        self.clean_up_taints(cx).await;
+        self.report_invalid(cx).await;
+        // Settle first: no disruption while pods wait or machines are still coming up.
+        let busy = !cx.cache().pending().is_empty()
+            || cx
+                .cache()
+                .claims()
+                .any(|c| !c.status.initialized() && !c.deleting());
+        if busy {
+            self.proposed = None;
+            return;
+        }
+        // After an evaluation that found nothing, wait for a node-level change (nodes,
+        // claims, NodePools, PDBs) or `quiet_interval`, whichever is first: pod churn alone
+        // (the HPA moving replicas) is picked up at the next interval, and time-based methods
+        // (expiry, consolidateAfter, budget windows) at most that late.
+        if let Some((g, since)) = self.quiet {
+            if g == cx.cache().generation() && now - since < cx.config.quiet_interval {
+                return;
+            }
+        }
+        let types = instance_types(cx, now).await;
+        let d = inputs(cx, &types);
+        let eval = capstan_disrupt::evaluate(d.input(&types, cx.config.epoch_unix + now));
+        tracing::debug!(
+            now,
+            commands = eval.commands.len(),
+            first = ?eval.commands.first().map(|c| (c.reason, c.candidates.clone())),
+            "disruption evaluation"
+        );
+        let Some(mut cmd) = eval.commands.into_iter().next() else {
+            self.proposed = None;
+            self.quiet = Some((cx.cache().generation(), now));
+            return;
+        };
+        // Empty nodes go together, and more may empty while a proposal waits: the proposal
+        // still holds if every node in it is still empty, and only those nodes go.
+        if let Some(p) = &self.proposed {
+            if p.reason == Reason::Empty
+                && cmd.reason == Reason::Empty
+                && p.candidates.iter().all(|c| cmd.candidates.contains(c))
+            {
+                cmd.candidates.retain(|c| p.candidates.contains(c));
+                cmd.savings = d
+                    .nodes
+                    .iter()
+                    .filter(|n| cmd.candidates.contains(&n.node.name))
+                    .map(|n| n.price)
+                    .sum();
+            }
+        }
+        match validate(
+            self.proposed.as_ref(),
+            &cmd,
+            now,
+            cx.config.validation_delay,
+        ) {
+            Validation::Execute => {
+                self.proposed = None;
+                self.execute(cx, now, &cmd, &types).await;
+            }
+            Validation::Wait => {}
+            Validation::Propose(p) => self.proposed = Some(p),
+        }
+    }
+
+    /// Carries out a command: taint the candidates, launch replacements; the candidates are
+    /// terminated once the replacements are initialized.
+    pub async fn execute<A: ClusterApi, C: CloudProvider>(
+        &mut self,
+        cx: &mut Ctx<'_, A, C>,
+        now: f64,
+        cmd: &Command,
+        types: &[InstanceType],
+    ) {
+        for node in &cmd.candidates {
+            if !cx.set_disrupted_taint(node, true).await {
+                // Could not claim every candidate (a conflict or a lost lease): undo.
+                for n in &cmd.candidates {
+                    cx.set_disrupted_taint(n, false).await;
+                }
+                return;
+            }
+        }
+        let mut replacements = Vec::new();
+        for r in &cmd.replacements {
+            match launch_replacement(cx, r, types).await {
+                Some(name) => replacements.push(name),
+                None => {
+                    for n in &cmd.candidates {
+                        cx.set_disrupted_taint(n, false).await;
+                    }
+                    return;
+                }
+            }
+        }
+        // Pods the command moves onto replacements are planned there.
+        for m in &cmd.moves {
+            if let Target::Replacement(k) = &m.to {
+                if let Some(name) = replacements.get(*k) {
+                    cx.s.nominations.insert(m.pod.clone(), name.clone());
+                }
+            }
+        }
+        cx.record(
+            now,
+            Action::Disrupting {
+                reason: cmd.reason,
+                candidates: cmd.candidates.clone(),
+                replacements: replacements.len(),
+                savings: cmd.savings,
+            },
+        );
+        let ip = InProgress {
+            reason: cmd.reason,
+            candidates: cmd.candidates.clone(),
+            replacements,
+            started: now,
+        };
+        self.in_progress = Some(ip.clone());
+        self.advance(cx, now, ip).await;
+    }
+
+    async fn advance<A: ClusterApi, C: CloudProvider>(
+        &mut self,
+        cx: &mut Ctx<'_, A, C>,
+        now: f64,
+        ip: InProgress,
+    ) {
+        let mut ready = true;
+        for r in &ip.replacements {
+            match cx.cache().claim(r) {
+                Some(c) if c.status.initialized() => {}
+                Some(c) if !c.deleting() => ready = false,
+                _ => {
+                    self.abort(cx, now, &ip, "a replacement failed to launch")
+                        .await;
+                    return;
+                }
+            }
+        }
+        if !ready {
+            if now - ip.started > cx.config.replacement_timeout {
+                self.abort(cx, now, &ip, "replacements did not initialize in time")
+                    .await;
+            }
+            return;
+        }
+        for node in &ip.candidates {
+            let claim = cx
+                .cache()
+                .node(node)
+                .and_then(|n| cx.cache().claim_of_node(n))
+                .map(|c| c.name.clone());
+            if let Some(claim) = claim {
+                cx.begin_deletion(&claim, ip.reason, None).await;
+            }
+        }
+        self.in_progress = None;
+    }
+
+    async fn abort<A: ClusterApi, C: CloudProvider>(
+        &mut self,
+        cx: &mut Ctx<'_, A, C>,
+        now: f64,
+        ip: &InProgress,
+        why: &str,
+    ) {
+        for n in &ip.candidates {
+            cx.set_disrupted_taint(n, false).await;
+        }
+        for r in &ip.replacements {
+            if cx.cache().claim(r).is_some() {
+                cx.begin_deletion(r, Reason::DisruptionAborted, None).await;
+            }
+        }
+        cx.record(
+            now,
+            Action::DisruptionAborted {
+                candidates: ip.candidates.clone(),
+                why: why.into(),
+            },
+        );
+        self.in_progress = None;
+    }
+
+    /// Removes capstan's disrupted taint from nodes no command is acting on and whose claim is
+    /// not being deleted (left by a deposed leader, or a command cut short).
+    async fn clean_up_taints<A: ClusterApi, C: CloudProvider>(&mut self, cx: &mut Ctx<'_, A, C>) {
+        let stray: Vec<String> = cx
+            .cache()
+            .nodes()
+            .filter(|n| n.taints.iter().any(|t| t.key == DISRUPTED_TAINT))
+            .filter(|n| cx.cache().claim_of_node(n).is_none_or(|c| !c.deleting()))
+            .map(|n| n.name.clone())
+            .collect();
+        for node in stray {
+            cx.set_disrupted_taint(&node, false).await;
+        }
+    }
+
+    /// Says once, as an Event, why a NodePool allows no disruption or an object was refused.
+    async fn report_invalid<A: ClusterApi, C: CloudProvider>(&mut self, cx: &mut Ctx<'_, A, C>) {
+        let mut notes: Vec<((Kind, String), &str, String)> = Vec::new();
+        for p in cx.cache().nodepools() {
+            if let Some(e) = p.budgets.error() {
+                notes.push((
+                    (Kind::NodePool, p.name.clone()),
+                    "InvalidDisruptionBudgets",
+                    format!("no disruption until the budgets compile: {e}"),
+                ));
+            }
+        }
+        for i in cx.cache().invalid() {
+            notes.push(((i.kind, i.key.clone()), "InvalidObject", i.error.clone()));
+        }
+        for (regarding, reason, note) in notes {
+            cx.warn_once(regarding, reason, note).await;
+        }
+    }
+}
+
+/// Creates the claim for a replacement: the pool's requirements pinned to the chosen type,
+/// zone and capacity type.
+pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    r: &Replacement,
+    types: &[InstanceType],
+) -> Option<String> {
+    let pool = cx.cache().nodepool(&r.nodepool)?.clone();
+    let t = types.get(r.instance_type)?;
+    let mut reqs = pool.requirements.clone();
+    reqs.add(Requirement::in_values(
+        labels::INSTANCE_TYPE,
+        [t.name.clone()],
+    ));
+    reqs.add(Requirement::in_values(labels::ZONE, [r.zone.clone()]));
+    reqs.add(Requirement::in_values(
+        labels::CAPACITY_TYPE,
+        [r.capacity_type.clone()],
+    ));
+    cx.create_claim(&pool, reqs, vec![t.name.clone()], t.allocatable.clone())
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(reason: Reason, candidates: &[&str]) -> Command {
+        Command {
+            reason,
+            candidates: candidates.iter().map(|s| s.to_string()).collect(),
+            replacements: vec![],
+            moves: vec![],
+            savings: 1.0,
+            drain: vec![],
+            drain_seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn consolidations_wait_out_the_validation_delay_and_the_rest_go_at_once() {
+        let p = |reason, at| Proposed {
+            reason,
+            candidates: vec!["a".into()],
+            at,
+        };
+        let empty = cmd(Reason::Empty, &["a"]);
+        // (proposed, command, now, expected)
+        let cases = [
+            (None, cmd(Reason::Drifted, &["a"]), 0.0, "execute"),
+            (None, cmd(Reason::Expired, &["a"]), 0.0, "execute"),
+            (None, empty.clone(), 0.0, "propose"),
+            (Some(p(Reason::Empty, 0.0)), empty.clone(), 14.0, "wait"),
+            (Some(p(Reason::Empty, 0.0)), empty.clone(), 15.0, "execute"),
+            (
+                Some(p(Reason::Underutilized, 0.0)),
+                empty.clone(),
+                15.0,
+                "propose",
+            ),
+            (
+                Some(p(Reason::Empty, 0.0)),
+                cmd(Reason::Empty, &["b"]),
+                15.0,
+                "propose",
+            ),
+        ];
+        for (proposed, c, now, want) in cases {
+            let got = match validate(proposed.as_ref(), &c, now, 15.0) {
+                Validation::Execute => "execute",
+                Validation::Wait => "wait",
+                Validation::Propose(_) => "propose",
+            };
+            assert_eq!(got, want, "{proposed:?} {:?} at {now}", c.reason);
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Garbage collection, every `gc_interval`: instances no NodeClaim owns (past `gc_grace`, as
+//! their claim may still be being written) are terminated; claims whose instance is gone
+//! start their termination; the cloud's drift reports are refreshed for the disruption
+//! engine.
+
+use crate::api::ClusterApi;
+use crate::context::Ctx;
+use crate::{Action, secs};
+use capstan_cloud::{CloudError, CloudProvider, Instance, InstanceState};
+use capstan_model::NodeClaim;
+use capstan_model::disruption::Reason;
+use std::collections::BTreeSet;
+
+/// Whether `claim` (the claim named as the instance's) owns the instance: it has not launched
+/// yet (its launch may be this instance), or it records this instance.
+pub fn owns(claim: Option<&NodeClaim>, inst: &Instance) -> bool {
+    claim.is_some_and(|c| {
+        c.status.provider_id.is_none() || c.status.provider_id.as_deref() == Some(&inst.provider_id)
+    })
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Gc {
+    next_at: f64,
+}
+
+impl Gc {
+    pub async fn reconcile<A: ClusterApi, C: CloudProvider>(
+        &mut self,
+        cx: &mut Ctx<'_, A, C>,
+        now: f64,
+    ) {
+        if now < self.next_at {
+            return;
+        }
+        self.next_at = now + cx.config.gc_interval;
+        let instances = match cx.cloud.list().await {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!(error = %e, "listing instances failed");
+                return;
+            }
+        };
+        let mut live: BTreeSet<String> = BTreeSet::new();
+        for inst in &instances {
+            if inst.state == InstanceState::Terminated {
+                continue;
+            }
+            live.insert(inst.provider_id.clone());
+            let owned = owns(cx.cache().claim(&inst.claim_name).map(|c| &**c), inst);
+            if !owned && now - secs(inst.launched_at) > cx.config.gc_grace {
+                if !cx.may_act() {
+                    return;
+                }
+                match cx.cloud.delete(&inst.provider_id).await {
+                    Ok(()) | Err(CloudError::NotFound { .. }) => cx.record(
+                        now,
+                        Action::GarbageCollected {
+                            provider_id: inst.provider_id.clone(),
+                        },
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = %e, instance = %inst.provider_id, "gc delete failed")
+                    }
+                }
+                continue;
+            }
+            if owned {
+                match cx.cloud.is_drifted(inst).await {
+                    Ok(Some(d)) => {
+                        cx.s.provider_drift
+                            .insert(inst.provider_id.clone(), d.reason);
+                    }
+                    Ok(None) => {
+                        cx.s.provider_drift.remove(&inst.provider_id);
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        // Claims whose instance is gone.
+        let gone: Vec<String> = cx
+            .cache()
+            .claims()
+            .filter(|c| {
+                !c.deleting()
+                    && c.status
+                        .provider_id
+                        .as_ref()
+                        .is_some_and(|p| !live.contains(p))
+            })
+            .map(|c| c.name.clone())
+            .collect();
+        for claim in gone {
+            cx.begin_deletion(&claim, Reason::InstanceTerminated, Some(now))
+                .await;
+        }
+        cx.s.provider_drift.retain(|p, _| live.contains(p));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn an_instance_is_owned_by_its_claim_until_the_claim_records_another() {
+        let inst = Instance {
+            provider_id: "fake://i-1".into(),
+            claim_name: "c".into(),
+            nodepool: "default".into(),
+            client_token: "c-u".into(),
+            instance_type: "m7i.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: "on-demand".into(),
+            price: 0.1,
+            labels: Arc::default(),
+            state: InstanceState::Running,
+            launched_at: Duration::ZERO,
+            ready_at: None,
+        };
+        let mut c = NodeClaim::default();
+        assert!(!owns(None, &inst), "no claim");
+        assert!(
+            owns(Some(&c), &inst),
+            "not launched yet: it may be this one"
+        );
+        c.status.provider_id = Some("fake://i-1".into());
+        assert!(owns(Some(&c), &inst));
+        c.status.provider_id = Some("fake://i-2".into());
+        assert!(!owns(Some(&c), &inst), "a retried launch made another");
+    }
+}

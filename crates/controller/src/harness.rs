@@ -1,0 +1,441 @@
+//! Named scenarios for the controller: the real loops on the in-memory API and the fake cloud,
+//! with a kubelet that registers booted instances and a `kubectl` that writes as a person
+//! would. Each test is one situation, so a bug gets its own test rather than a seed number.
+
+use crate::api::{Kind, Object, Write, Written};
+use crate::memory::{ApiClient, InMemoryApi};
+use crate::{Action, ClusterApi, Config, Controller};
+use capstan_cloud::{Clock, InstanceState, ManualClock};
+use capstan_fake_cloud::{FakeCloud, FakeCloudConfig, testkit};
+use capstan_model::claim::TERMINATION_FINALIZER;
+use capstan_model::disruption::Reason;
+use capstan_model::labels::UNREGISTERED_TAINT;
+use capstan_model::nodepool::NodePoolObject;
+use capstan_model::pod::PodPhase;
+use capstan_model::taints::Effect;
+use capstan_model::{Node, NodeClaim, NodePool, Pod, Taint};
+use std::sync::Arc;
+use std::time::Duration;
+
+type Ctl = Controller<ApiClient, FakeCloud>;
+
+/// A cluster with one NodePool, two capstan processes (`a`, `b`) and a kubelet.
+struct World {
+    clock: ManualClock,
+    api: InMemoryApi,
+    cloud: FakeCloud,
+    kubectl: ApiClient,
+    a: Ctl,
+    b: Ctl,
+}
+
+fn block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
+impl World {
+    fn new(pool: NodePool) -> World {
+        let clock = ManualClock::new();
+        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+        let mut config = FakeCloudConfig::default();
+        config.boot.min_seconds = 5.0;
+        config.boot.max_seconds = 5.0;
+        let cloud = FakeCloud::new(config, testkit::small_catalog(), shared.clone());
+        let api = InMemoryApi::new(shared.clone());
+        api.put(Object::NodePool(Arc::new(pool)));
+        let mk = |id: &str| {
+            Controller::new(
+                Arc::new(api.client(id)),
+                Arc::new(cloud.clone()),
+                shared.clone(),
+                Config {
+                    identity: id.into(),
+                    batch_idle: 0.0,
+                    validation_delay: 0.0,
+                    ..Default::default()
+                },
+            )
+        };
+        World {
+            a: mk("a"),
+            b: mk("b"),
+            kubectl: api.client("kubectl"),
+            clock,
+            api,
+            cloud,
+        }
+    }
+
+    /// One second passes: booted instances register their node (NotReady → Ready at once).
+    fn tick(&mut self) {
+        self.clock.advance(Duration::from_secs(1));
+        for tr in self.cloud.take_transitions() {
+            if tr.state != InstanceState::Running {
+                continue;
+            }
+            let Some(inst) = self.cloud.peek(&tr.provider_id) else {
+                continue;
+            };
+            let t = testkit::small_catalog()
+                .instance_types
+                .into_iter()
+                .find(|t| t.name == inst.instance_type)
+                .expect("a catalog type");
+            let name = format!("node-{}", inst.provider_id.trim_start_matches("fake://"));
+            let mut n =
+                Node::for_instance_type(&t, &name, &inst.zone, &inst.capacity_type, &inst.nodepool);
+            n.provider_id = Some(inst.provider_id.clone());
+            n.taints.push(Taint {
+                key: UNREGISTERED_TAINT.into(),
+                value: String::new(),
+                effect: Effect::NoExecute,
+            });
+            self.api.put(Object::Node(Arc::new(n)));
+        }
+    }
+
+    /// `secs` seconds in which only `a` runs.
+    async fn run_a(&mut self, secs: u32) {
+        for _ in 0..secs {
+            self.tick();
+            self.a.step().await;
+        }
+    }
+
+    fn pending(&self, name: &str) {
+        self.pending_cpu(name, 500);
+    }
+
+    fn pending_cpu(&self, name: &str, cpu: i64) {
+        let mut p = Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            ..Default::default()
+        };
+        p.requests.cpu = cpu;
+        p.requests.memory = 1 << 30;
+        p.requests.pods = 1;
+        self.api.put(Object::Pod(Arc::new(p)));
+    }
+
+    /// kube-scheduler: binds a pod to a node.
+    fn bind(&self, pod: &str, node: &str) {
+        let p = self.api.pod(&format!("default/{pod}")).expect("the pod");
+        let mut p = Pod::clone(&p);
+        p.node_name = Some(node.into());
+        p.phase = PodPhase::Running;
+        self.api.put(Object::Pod(Arc::new(p)));
+    }
+
+    fn claims(&self) -> Vec<Arc<NodeClaim>> {
+        self.api
+            .all(Kind::NodeClaim)
+            .into_iter()
+            .filter_map(|o| match o {
+                Object::NodeClaim(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn nodes(&self) -> Vec<Arc<Node>> {
+        self.api
+            .all(Kind::Node)
+            .into_iter()
+            .filter_map(|o| match o {
+                Object::Node(n) => Some(n),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn live_instances(&self) -> usize {
+        self.cloud.live_instances(|i| i.count())
+    }
+}
+
+fn pool(json: serde_json::Value) -> NodePool {
+    let mut o = serde_json::json!({
+        "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"requirements": [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7i.large"]}]}}}
+    });
+    if let Some(d) = json.get("disruption") {
+        o["spec"]["disruption"] = d.clone();
+    }
+    let obj: NodePoolObject = serde_json::from_value(o).unwrap();
+    NodePool::compile_fail_closed(&obj).unwrap()
+}
+
+fn actions(c: &mut Ctl) -> Vec<Action> {
+    c.take_records().into_iter().map(|r| r.action).collect()
+}
+
+#[test]
+fn a_pending_pod_gets_a_claim_that_launches_registers_and_initializes() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({})));
+        w.pending("web-1");
+        w.run_a(12).await;
+        let claims = w.claims();
+        assert_eq!(claims.len(), 1);
+        let c = &claims[0];
+        assert!(c.status.initialized(), "{:?}", c.status);
+        assert!(c.finalizers.iter().any(|f| f == TERMINATION_FINALIZER));
+        let node = &w.nodes()[0];
+        assert!(node.finalizers.iter().any(|f| f == TERMINATION_FINALIZER));
+        assert!(!node.taints.iter().any(|t| t.key == UNREGISTERED_TAINT));
+        assert_eq!(c.status.node_name.as_deref(), Some(node.name.as_str()));
+        let kinds: Vec<&str> = actions(&mut w.a)
+            .iter()
+            .map(|a| match a {
+                Action::Elected { .. } => "elected",
+                Action::Provisioned { .. } => "provisioned",
+                Action::Launched { .. } => "launched",
+                Action::Registered { .. } => "registered",
+                Action::Initialized { .. } => "initialized",
+                _ => "other",
+            })
+            .filter(|k| *k != "other" && *k != "provisioned")
+            .collect();
+        assert_eq!(kinds, ["elected", "launched", "registered", "initialized"]);
+    });
+}
+
+#[test]
+fn a_leader_frozen_past_its_renew_deadline_sends_one_write_and_then_none() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({})));
+        // Three pods that each need a node of their own: three claims to launch.
+        for i in 0..3 {
+            w.pending_cpu(&format!("web-{i}"), 1500);
+        }
+        w.run_a(1).await;
+        assert!(w.a.is_leader());
+        assert_eq!(w.claims().len(), 3);
+        let before = w.a.write_stats().clone();
+        // Frozen for 11 s: past the 10 s renew deadline, before the 15 s lease runs out.
+        for _ in 0..11 {
+            w.tick();
+        }
+        w.a.step_after_freeze().await;
+        let after = w.a.write_stats().clone();
+        assert!(
+            after.withheld > before.withheld,
+            "it stops writing: {after:?}"
+        );
+        assert!(
+            w.live_instances() <= 1,
+            "one launch got through before the check: {}",
+            w.live_instances()
+        );
+        assert!(!w.a.is_leader());
+    });
+}
+
+#[test]
+fn a_frozen_leaders_stale_write_is_refused_by_its_precondition_and_launches_nothing_twice() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({})));
+        w.run_a(1).await;
+        w.pending("web-1");
+        // a creates the claim, then freezes before launching it.
+        w.tick();
+        w.a.step().await;
+        let claims = w.claims();
+        assert_eq!(claims.len(), 1);
+        assert!(claims[0].status.provider_id.is_none() || w.live_instances() == 1);
+        // b takes over once the lease has not changed for its duration, and launches.
+        for _ in 0..20 {
+            w.tick();
+            w.b.step().await;
+        }
+        assert!(w.b.is_leader());
+        let launched = w.claims()[0].status.provider_id.clone();
+        assert!(launched.is_some());
+        let before = w.api.stats().conflicts;
+        // a resumes believing it leads, with the claim as it last saw it.
+        w.a.step_after_freeze().await;
+        w.a.step().await;
+        assert!(!w.a.is_leader());
+        assert_eq!(w.live_instances(), 1, "one claim, one instance");
+        assert_eq!(w.claims()[0].status.provider_id, launched);
+        let stats = w.api.stats();
+        assert_eq!(stats.conflicts, before + 1, "{stats:?}");
+        assert_eq!(
+            stats.non_holder_writes, 1,
+            "the one stale write reached the server"
+        );
+        assert_eq!(w.a.write_stats().conflicts, 1);
+        let lease = w.api.lease().unwrap();
+        assert_eq!(lease.holder, "b");
+    });
+}
+
+#[test]
+fn kubectl_delete_node_drains_through_the_finalizer_before_the_instance_goes() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({})));
+        w.pending("web-1");
+        w.run_a(12).await;
+        let node = w.nodes()[0].name.clone();
+        w.bind("web-1", &node);
+        w.run_a(1).await;
+        // kubectl delete node: the finalizer holds it.
+        let meta = w.api.meta(Kind::Node, &node).unwrap();
+        let held = w
+            .kubectl
+            .write(Write::Delete {
+                kind: Kind::Node,
+                key: node.clone(),
+                uid: meta.uid,
+                rv: String::new(),
+            })
+            .await
+            .unwrap();
+        assert!(
+            matches!(held, Written::Object(..)),
+            "held by capstan's finalizer"
+        );
+        // The pod is evicted first, while the instance still runs; then the instance, the
+        // node and the claim go.
+        for _ in 0..5 {
+            w.run_a(1).await;
+            if w.api.pod("default/web-1").is_none() {
+                break;
+            }
+        }
+        assert!(w.api.pod("default/web-1").is_none(), "evicted");
+        assert_eq!(w.live_instances(), 1, "drained before the instance goes");
+        w.run_a(2).await;
+        assert_eq!(w.live_instances(), 0);
+        assert!(w.nodes().is_empty());
+        assert!(w.claims().is_empty());
+        let terminated: Vec<Reason> = actions(&mut w.a)
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::Terminated { reason, .. } => Some(reason),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(terminated, [Reason::NodeDeleted]);
+    });
+}
+
+#[test]
+fn kubectl_delete_nodeclaim_terminates_its_node_and_instance() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({})));
+        w.pending("web-1");
+        w.run_a(12).await;
+        let node = w.nodes()[0].name.clone();
+        w.bind("web-1", &node);
+        w.run_a(1).await;
+        let c = w.claims()[0].clone();
+        let meta = w.api.meta(Kind::NodeClaim, &c.name).unwrap();
+        w.kubectl
+            .write(Write::Delete {
+                kind: Kind::NodeClaim,
+                key: c.name.clone(),
+                uid: meta.uid,
+                rv: meta.resource_version,
+            })
+            .await
+            .unwrap();
+        w.run_a(3).await;
+        assert!(w.api.pod("default/web-1").is_none(), "drained");
+        assert!(w.claims().is_empty());
+        assert_eq!(w.live_instances(), 0);
+        let reasons: Vec<Reason> = actions(&mut w.a)
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::Terminated { reason, .. } => Some(reason),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reasons, [Reason::ClaimDeleted]);
+    });
+}
+
+#[test]
+fn a_nodepool_whose_budgets_do_not_compile_disrupts_nothing_and_says_why() {
+    block(async {
+        let budgets = serde_json::json!({"disruption": {"consolidateAfter": "0s", "budgets": [
+            {"nodes": "100%", "schedule": "0 9 * * funday", "duration": "8h"}]}});
+        let mut w = World::new(pool(budgets));
+        w.pending("web-1");
+        w.run_a(12).await;
+        // The pod finishes: the node is empty, and would be deleted with valid budgets.
+        w.api.remove(Kind::Pod, "default/web-1");
+        w.run_a(120).await;
+        let acts = actions(&mut w.a);
+        assert!(
+            !acts.iter().any(|a| matches!(a, Action::Disrupting { .. })),
+            "{acts:?}"
+        );
+        assert_eq!(w.nodes().len(), 1);
+        let events = w.api.events();
+        assert!(
+            events
+                .iter()
+                .any(|(_, e)| e.reason == "InvalidDisruptionBudgets"
+                    && e.note.contains("spec.disruption.budgets[0].schedule")),
+            "{events:?}"
+        );
+        assert_eq!(
+            events
+                .iter()
+                .filter(|(_, e)| e.reason == "InvalidDisruptionBudgets")
+                .count(),
+            1,
+            "said once"
+        );
+    });
+}
+
+#[test]
+fn with_valid_budgets_the_same_empty_node_is_removed() {
+    block(async {
+        let mut w = World::new(pool(
+            serde_json::json!({"disruption": {"consolidateAfter": "0s"}}),
+        ));
+        w.pending("web-1");
+        w.run_a(12).await;
+        w.api.remove(Kind::Pod, "default/web-1");
+        w.run_a(120).await;
+        assert!(w.nodes().is_empty());
+        assert_eq!(w.live_instances(), 0);
+    });
+}
+
+#[test]
+fn a_stray_disrupted_taint_left_by_a_deposed_leader_is_removed() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({})));
+        w.pending("web-1");
+        w.run_a(12).await;
+        let node = w.nodes()[0].clone();
+        w.bind("web-1", &node.name);
+        let meta = w.api.meta(Kind::Node, &node.name).unwrap();
+        w.kubectl
+            .write(Write::Taint {
+                node: node.name.clone(),
+                rv: meta.resource_version,
+                current: node.taints.clone(),
+                change: crate::api::TaintChange::Add(Taint {
+                    key: capstan_model::labels::DISRUPTED_TAINT.into(),
+                    value: String::new(),
+                    effect: Effect::NoSchedule,
+                }),
+            })
+            .await
+            .unwrap();
+        w.run_a(11).await;
+        let n = &w.nodes()[0];
+        assert!(!n.has_disrupted_taint(), "{:?}", n.taints);
+    });
+}

@@ -1,0 +1,178 @@
+//! The cloud's events about instances: a spot interruption warning (two minutes), scheduled
+//! maintenance, an instance stopping, a rebalance recommendation. Those that take the
+//! instance start the claim's termination with the cloud's deadline (pre-launching
+//! replacements first for warnings); a claim already going gets the deadline, so its drain
+//! forces its pods off in time. Events are acknowledged only once handled: the rest come back,
+//! to whoever leads then.
+
+use crate::api::ClusterApi;
+use crate::catalog::instance_types;
+use crate::context::Ctx;
+use crate::disruption::{Disruption, inputs, launch_replacement};
+use crate::{Action, secs};
+use capstan_cloud::{CloudProvider, InstanceState, InterruptionEvent};
+use capstan_model::NodeClaim;
+use capstan_model::disruption::Reason;
+
+/// For an event that means the instance goes: why, and by when the node must be drained.
+pub fn reclaim(ev: &InterruptionEvent, now: f64) -> Option<(Reason, f64)> {
+    match ev {
+        InterruptionEvent::SpotInterruptionWarning { reclaim_at, .. } => {
+            Some((Reason::SpotInterruption, secs(*reclaim_at)))
+        }
+        InterruptionEvent::ScheduledMaintenance { when, .. } => {
+            Some((Reason::ScheduledMaintenance, secs(*when)))
+        }
+        InterruptionEvent::StateChange {
+            state: InstanceState::ShuttingDown | InstanceState::Terminated,
+            ..
+        } => Some((Reason::InstanceTerminated, now)),
+        _ => None,
+    }
+}
+
+pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    disruption: &mut Disruption,
+    now: f64,
+) {
+    let events = match cx.cloud.interruptions().await {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(error = %e, "reading interruption events failed");
+            return;
+        }
+    };
+    if events.is_empty() {
+        return;
+    }
+    let mut handled: Vec<InterruptionEvent> = Vec::new();
+    for ev in events {
+        if !cx.leading() {
+            break;
+        }
+        let Some(c) = cx.claim_by_provider(ev.provider_id()) else {
+            handled.push(ev);
+            continue;
+        };
+        if let Some((reason, deadline)) = reclaim(&ev, now) {
+            cx.record(
+                now,
+                Action::Interrupted {
+                    claim: c.name.clone(),
+                    event: reason,
+                },
+            );
+            let done = if c.deleting() {
+                // Already going (a disruption draining it, say): the cloud's deadline still
+                // binds, so the drain forces its pods off in time for it.
+                cx.tighten_deadline(&c.name, reason, deadline).await
+            } else if reason == Reason::InstanceTerminated {
+                cx.begin_deletion(&c.name, reason, Some(deadline)).await
+            } else {
+                replace(cx, now, &c, reason, deadline).await
+            };
+            if done {
+                handled.push(ev);
+            }
+            continue;
+        }
+        // A rebalance recommendation (best effort: not retried), or a state change that takes
+        // nothing.
+        if matches!(ev, InterruptionEvent::RebalanceRecommendation { .. })
+            && !c.deleting()
+            && !disruption.busy()
+        {
+            if let Some(node) = c.status.node_name.clone() {
+                let types = instance_types(cx, now).await;
+                let d = inputs(cx, &types);
+                let input = d.input(&types, cx.config.epoch_unix + now);
+                if let Ok(Some(cmd)) = capstan_disrupt::rebalance(input, &node) {
+                    cx.record(
+                        now,
+                        Action::Interrupted {
+                            claim: c.name.clone(),
+                            event: Reason::RebalanceRecommendation,
+                        },
+                    );
+                    disruption.execute(cx, now, &cmd, &types).await;
+                }
+            }
+        }
+        handled.push(ev);
+    }
+    if !handled.is_empty() {
+        if let Err(e) = cx.cloud.ack_interruptions(&handled).await {
+            tracing::warn!(error = %e, "acknowledging interruption events failed");
+        }
+    }
+}
+
+/// Pre-launches replacements for an interrupted node and starts its drain, to finish before
+/// `deadline`.
+async fn replace<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    now: f64,
+    claim: &NodeClaim,
+    reason: Reason,
+    deadline: f64,
+) -> bool {
+    if let Some(node) = claim.status.node_name.clone() {
+        let types = instance_types(cx, now).await;
+        let d = inputs(cx, &types);
+        let input = d.input(&types, cx.config.epoch_unix + now);
+        if let Some(cmd) = capstan_disrupt::interruption(input, &node, reason, deadline - now) {
+            for r in &cmd.replacements {
+                launch_replacement(cx, r, &types).await;
+            }
+        }
+    }
+    cx.begin_deletion(&claim.name, reason, Some(deadline)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn events_that_take_the_instance_give_its_deadline() {
+        let pid = "fake://i-1".to_string();
+        let cases = [
+            (
+                InterruptionEvent::SpotInterruptionWarning {
+                    provider_id: pid.clone(),
+                    reclaim_at: Duration::from_secs(220),
+                    at: Duration::from_secs(100),
+                },
+                Some((Reason::SpotInterruption, 220.0)),
+            ),
+            (
+                InterruptionEvent::StateChange {
+                    provider_id: pid.clone(),
+                    state: InstanceState::ShuttingDown,
+                    at: Duration::from_secs(100),
+                },
+                Some((Reason::InstanceTerminated, 100.0)),
+            ),
+            (
+                InterruptionEvent::StateChange {
+                    provider_id: pid.clone(),
+                    state: InstanceState::Running,
+                    at: Duration::from_secs(100),
+                },
+                None,
+            ),
+            (
+                InterruptionEvent::RebalanceRecommendation {
+                    provider_id: pid,
+                    at: Duration::from_secs(100),
+                },
+                None,
+            ),
+        ];
+        for (ev, want) in cases {
+            assert_eq!(reclaim(&ev, 100.0), want, "{ev:?}");
+        }
+    }
+}

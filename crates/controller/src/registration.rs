@@ -1,0 +1,277 @@
+//! Registration and initialization of a launched claim's node.
+//!
+//! - **Register**: the node whose providerID is the claim's gets the claim's labels (in
+//!   capstan's and Karpenter's spellings), its taints and startup taints where missing, the
+//!   NodePool template hash, and capstan's termination finalizer; then the
+//!   `karpenter.sh/unregistered` taint comes off and the claim is Registered. A claim whose
+//!   node has not appeared within `registration_ttl` is replaced.
+//! - **Initialize**: once the node is Ready and its startup taints are gone, the claim is
+//!   Initialized (and may be disrupted).
+
+use crate::Action;
+use crate::api::{ClusterApi, Kind, MetaPatch, TaintChange, Write};
+use crate::context::Ctx;
+use capstan_cloud::CloudProvider;
+use capstan_disrupt::{NODEPOOL_HASH, NODEPOOL_HASH_VERSION, template_hash};
+use capstan_model::claim::TERMINATION_FINALIZER;
+use capstan_model::disruption::Reason;
+use capstan_model::labels::{self, UNREGISTERED_TAINT};
+use capstan_model::nodepool::TEMPLATE_HASH_VERSION;
+use capstan_model::{Node, NodeClaim, NodePool, Taint};
+
+/// The metadata a node needs to be adopted for `claim`: labels it lacks (both spellings),
+/// the template hash, and the finalizer. Empty when it has all of them.
+pub fn adoption_patch(node: &Node, claim: &NodeClaim, pool: Option<&NodePool>) -> MetaPatch {
+    let mut patch = MetaPatch::default();
+    for (k, v) in &claim.labels {
+        if node.labels.get(k) != Some(v) {
+            patch.labels.insert(k.clone(), Some(v.clone()));
+            if let Some(alias) = labels::karpenter_spelling(k) {
+                patch.labels.insert(alias, Some(v.clone()));
+            }
+        }
+    }
+    if let Some(pool) = pool {
+        let hash = template_hash(pool);
+        if node.annotations.get(NODEPOOL_HASH) != Some(&hash) {
+            patch.annotations.insert(NODEPOOL_HASH.into(), Some(hash));
+        }
+        if node
+            .annotations
+            .get(NODEPOOL_HASH_VERSION)
+            .map(String::as_str)
+            != Some(TEMPLATE_HASH_VERSION)
+        {
+            patch.annotations.insert(
+                NODEPOOL_HASH_VERSION.into(),
+                Some(TEMPLATE_HASH_VERSION.into()),
+            );
+        }
+    }
+    if !node.finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        let mut f = node.finalizers.clone();
+        f.push(TERMINATION_FINALIZER.into());
+        patch.finalizers = Some(f);
+    }
+    patch
+}
+
+/// Taints of the claim (and its startup taints) the node does not carry yet.
+pub fn missing_taints(node: &Node, claim: &NodeClaim) -> Vec<Taint> {
+    claim
+        .taints
+        .iter()
+        .chain(&claim.startup_taints)
+        .filter(|t| {
+            !node
+                .taints
+                .iter()
+                .any(|n| n.key == t.key && n.effect == t.effect)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Whether a claim's node is initialized: Ready, with its startup taints gone.
+pub fn initialized(node: &Node, claim: &NodeClaim) -> bool {
+    node.ready
+        && !claim
+            .startup_taints
+            .iter()
+            .any(|s| node.taints.iter().any(|t| t.key == s.key))
+}
+
+async fn taint<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    node: &str,
+    change: TaintChange,
+) -> bool {
+    let (Some(n), Some(m)) = (cx.cache().node(node), cx.cache().node_meta(node)) else {
+        return false;
+    };
+    let w = Write::Taint {
+        node: node.into(),
+        rv: m.resource_version.clone(),
+        current: n.taints.clone(),
+        change,
+    };
+    cx.write(w).await.is_ok()
+}
+
+pub(crate) async fn register<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    now: f64,
+    c: &NodeClaim,
+) {
+    let pid = c.status.provider_id.clone().unwrap_or_default();
+    let Some(node_name) = cx.cache().node_by_provider(&pid).map(str::to_string) else {
+        let launched = c.status.launched_at.unwrap_or(c.created);
+        if now - launched > cx.config.registration_ttl {
+            cx.record(
+                now,
+                Action::NotRegistered {
+                    claim: c.name.clone(),
+                },
+            );
+            cx.begin_deletion(&c.name, Reason::NotRegistered, None)
+                .await;
+        }
+        return;
+    };
+    let Some(node) = cx.cache().node(&node_name).cloned() else {
+        return;
+    };
+    let pool = cx.cache().nodepool(&c.nodepool).cloned();
+    let patch = adoption_patch(&node, c, pool.as_deref());
+    if !patch.is_empty() {
+        let Some(meta) = cx.cache().node_meta(&node_name).cloned() else {
+            return;
+        };
+        let w = Write::Meta {
+            kind: Kind::Node,
+            name: node_name.clone(),
+            rv: meta.resource_version,
+            patch,
+        };
+        if cx.write(w).await.is_err() {
+            return;
+        }
+    }
+    for t in missing_taints(&node, c) {
+        if !taint(cx, &node_name, TaintChange::Add(t)).await {
+            return;
+        }
+    }
+    if node.taints.iter().any(|t| t.key == UNREGISTERED_TAINT)
+        && !taint(
+            cx,
+            &node_name,
+            TaintChange::Remove(UNREGISTERED_TAINT.into()),
+        )
+        .await
+    {
+        return;
+    }
+    let mut status = c.status.clone();
+    status.registered_at = Some(now);
+    status.node_name = Some(node_name.clone());
+    if cx.claim_status(&c.name, status).await {
+        cx.record(
+            now,
+            Action::Registered {
+                claim: c.name.clone(),
+                node: node_name,
+            },
+        );
+    }
+}
+
+pub(crate) async fn initialize<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    now: f64,
+    c: &NodeClaim,
+) {
+    let Some(node) = c.status.node_name.as_ref().and_then(|n| cx.cache().node(n)) else {
+        return;
+    };
+    if !initialized(node, c) {
+        return;
+    }
+    let mut status = c.status.clone();
+    status.initialized_at = Some(now);
+    if cx.claim_status(&c.name, status).await {
+        cx.record(
+            now,
+            Action::Initialized {
+                claim: c.name.clone(),
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_model::taints::Effect;
+
+    fn taint(key: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            value: String::new(),
+            effect: Effect::NoSchedule,
+        }
+    }
+
+    fn claim() -> NodeClaim {
+        NodeClaim {
+            name: "c".into(),
+            nodepool: "default".into(),
+            labels: [
+                (labels::NODEPOOL.to_string(), "default".to_string()),
+                ("team".to_string(), "a".to_string()),
+            ]
+            .into(),
+            taints: vec![taint("dedicated")],
+            startup_taints: vec![taint("init")],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_fresh_node_gets_the_claims_labels_in_both_spellings_the_hash_and_the_finalizer() {
+        let node = Node {
+            name: "n".into(),
+            ..Default::default()
+        };
+        let pool = NodePool::default_pool();
+        let p = adoption_patch(&node, &claim(), Some(&pool));
+        assert_eq!(p.labels[labels::NODEPOOL], Some("default".into()));
+        assert_eq!(p.labels[labels::KARPENTER_NODEPOOL], Some("default".into()));
+        assert_eq!(p.labels["team"], Some("a".into()));
+        assert_eq!(p.annotations[NODEPOOL_HASH], Some(template_hash(&pool)));
+        assert_eq!(
+            p.annotations[NODEPOOL_HASH_VERSION].as_deref(),
+            Some(TEMPLATE_HASH_VERSION)
+        );
+        assert_eq!(p.finalizers, Some(vec![TERMINATION_FINALIZER.to_string()]));
+    }
+
+    #[test]
+    fn an_adopted_node_needs_no_patch() {
+        let pool = NodePool::default_pool();
+        let c = claim();
+        let mut node = Node {
+            name: "n".into(),
+            labels: c.labels.clone(),
+            finalizers: vec!["other".into(), TERMINATION_FINALIZER.into()],
+            ..Default::default()
+        };
+        node.annotations
+            .insert(NODEPOOL_HASH.into(), template_hash(&pool));
+        node.annotations
+            .insert(NODEPOOL_HASH_VERSION.into(), TEMPLATE_HASH_VERSION.into());
+        assert!(adoption_patch(&node, &c, Some(&pool)).is_empty());
+    }
+
+    #[test]
+    fn a_node_is_initialized_when_ready_with_its_startup_taints_gone() {
+        let c = claim();
+        // (ready, taints, initialized)
+        let cases = [
+            (false, vec![], false),
+            (true, vec![taint("init")], false),
+            (true, vec![taint("dedicated")], true),
+            (true, vec![], true),
+        ];
+        for (ready, taints, want) in cases {
+            let n = Node {
+                ready,
+                taints: taints.clone(),
+                ..Default::default()
+            };
+            assert_eq!(initialized(&n, &c), want, "{ready} {taints:?}");
+        }
+        let bare = Node::default();
+        assert_eq!(missing_taints(&bare, &c).len(), 2);
+    }
+}

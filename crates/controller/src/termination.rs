@@ -1,0 +1,215 @@
+//! Terminating a claim that is being deleted: taint its node, drain it (through the eviction
+//! API, lowest priority first; forced once the NodePool's terminationGracePeriod has passed or
+//! the cloud's deadline is near), delete the instance, then release the finalizers of the
+//! node and the claim so both go.
+
+use crate::Action;
+use crate::api::{ApiError, ClusterApi, Kind, Write};
+use crate::context::Ctx;
+use capstan_cloud::{CloudError, CloudProvider};
+use capstan_model::claim::TERMINATION_FINALIZER;
+use capstan_model::disruption::Reason;
+use capstan_model::{NodeClaim, Pod};
+use std::sync::Arc;
+
+/// Seconds before an interruption deadline (beyond the pods' grace periods) at which capstan
+/// stops waiting for PDBs and deletes the pods left on the node.
+pub const DEADLINE_MARGIN: f64 = 10.0;
+
+/// How the drain takes pods off a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drain {
+    /// Through the eviction API: PodDisruptionBudgets are honoured.
+    Evict,
+    /// Deleting the pods: the node goes now whatever the PDBs say.
+    Force,
+}
+
+/// The drain for a claim whose deletion began at `since`: forced once the NodePool's
+/// terminationGracePeriod (`grace`) has passed, or when the cloud takes the instance at
+/// `deadline` sooner than the pods' longest grace period plus a margin — as the kubelet's
+/// graceful node shutdown does, the pods still there are deleted in time rather than killed.
+pub fn drain_mode(
+    now: f64,
+    since: f64,
+    grace: Option<f64>,
+    deadline: Option<f64>,
+    longest_pod_grace: f64,
+) -> Drain {
+    let past_grace = grace.is_some_and(|g| now - since >= g);
+    let deadline_near = deadline.is_some_and(|d| now >= d - longest_pod_grace - DEADLINE_MARGIN);
+    if past_grace || deadline_near {
+        Drain::Force
+    } else {
+        Drain::Evict
+    }
+}
+
+/// The pods to drain, in order: lowest priority first, as kubectl drain and Karpenter do.
+pub fn drain_order(mut pods: Vec<Arc<Pod>>) -> Vec<Arc<Pod>> {
+    pods.retain(|p| !p.deleting);
+    pods.sort_by_key(|p| (p.priority, p.key()));
+    pods
+}
+
+pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    now: f64,
+    c: &NodeClaim,
+) {
+    let node = cx.cache().node_of_claim(c).map(|n| n.name.clone());
+    if let Some(node) = &node {
+        cx.set_disrupted_taint(node, true).await;
+        let pods = drain_order(cx.cache().workload_pods_on(node));
+        if !pods.is_empty() {
+            drain(cx, now, c, pods).await;
+            return;
+        }
+    }
+    if let Some(pid) = &c.status.provider_id {
+        if !cx.may_act() {
+            return;
+        }
+        match cx.cloud.delete(pid).await {
+            Ok(()) | Err(CloudError::NotFound { .. }) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, claim = %c.name, "instance delete failed; retrying");
+                return;
+            }
+        }
+    }
+    if let Some(node) = &node {
+        if !remove_node(cx, node).await {
+            return;
+        }
+    }
+    if !cx.release_finalizer(Kind::NodeClaim, &c.name).await {
+        return;
+    }
+    cx.s.nominations.retain(|_, claim| claim != &c.name);
+    cx.record(
+        now,
+        Action::Terminated {
+            claim: c.name.clone(),
+            reason: c.deletion_reason.unwrap_or(Reason::ClaimDeleted),
+        },
+    );
+}
+
+async fn drain<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    now: f64,
+    c: &NodeClaim,
+    pods: Vec<Arc<Pod>>,
+) {
+    let grace = cx
+        .cache()
+        .nodepool(&c.nodepool)
+        .and_then(|p| p.termination_grace_period_seconds)
+        .map(|g| g as f64);
+    let longest = pods
+        .iter()
+        .map(|p| p.termination_grace_seconds.unwrap_or(30).max(0) as f64)
+        .fold(0.0, f64::max);
+    let since = c.deleted_at.unwrap_or(now);
+    let mode = drain_mode(now, since, grace, c.deadline, longest);
+    for p in pods {
+        let key = p.key();
+        let Some(meta) = cx.cache().pod_meta(&key).cloned() else {
+            continue;
+        };
+        let w = match mode {
+            Drain::Force => Write::Delete {
+                kind: Kind::Pod,
+                key,
+                uid: meta.uid,
+                rv: meta.resource_version,
+            },
+            Drain::Evict => Write::Evict {
+                pod: key,
+                uid: meta.uid,
+            },
+        };
+        match cx.write(w).await {
+            Ok(_) | Err(ApiError::TooManyRequests { .. }) | Err(ApiError::NotFound { .. }) => {}
+            Err(_) if !cx.leading() => return,
+            Err(_) => {}
+        }
+    }
+}
+
+/// Deletes a claim's node (its finalizer holds it) and releases the finalizer, so it goes.
+async fn remove_node<A: ClusterApi, C: CloudProvider>(cx: &mut Ctx<'_, A, C>, node: &str) -> bool {
+    let Some(n) = cx.cache().node(node).cloned() else {
+        return true;
+    };
+    if !n.deleting {
+        let Some(meta) = cx.cache().node_meta(node).cloned() else {
+            return true;
+        };
+        let w = Write::Delete {
+            kind: Kind::Node,
+            key: node.into(),
+            uid: meta.uid,
+            rv: meta.resource_version,
+        };
+        match cx.write(w).await {
+            Ok(_) | Err(ApiError::NotFound { .. }) => {}
+            Err(_) => return false,
+        }
+    }
+    if cx.cache().node(node).is_none() {
+        return true;
+    }
+    if !n.finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        return true;
+    }
+    cx.release_finalizer(Kind::Node, node).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drain_is_forced_past_the_grace_period_or_near_the_clouds_deadline() {
+        // (now, since, grace, deadline, longest pod grace, expected)
+        let cases = [
+            (100.0, 0.0, None, None, 30.0, Drain::Evict),
+            (100.0, 0.0, Some(3600.0), None, 30.0, Drain::Evict),
+            (3600.0, 0.0, Some(3600.0), None, 30.0, Drain::Force),
+            // Reclaimed at 200: pods need 30 s, plus the 10 s margin.
+            (159.0, 80.0, None, Some(200.0), 30.0, Drain::Evict),
+            (160.0, 80.0, None, Some(200.0), 30.0, Drain::Force),
+            (250.0, 80.0, None, Some(200.0), 0.0, Drain::Force),
+        ];
+        for (now, since, grace, deadline, longest, want) in cases {
+            assert_eq!(
+                drain_mode(now, since, grace, deadline, longest),
+                want,
+                "{now} {since} {grace:?} {deadline:?} {longest}"
+            );
+        }
+    }
+
+    #[test]
+    fn pods_drain_lowest_priority_first_and_terminating_pods_are_left_alone() {
+        let pod = |name: &str, priority: i32, deleting: bool| {
+            Arc::new(Pod {
+                namespace: "default".into(),
+                name: name.into(),
+                priority,
+                deleting,
+                ..Default::default()
+            })
+        };
+        let order = drain_order(vec![
+            pod("db", 1000, false),
+            pod("batch", -10, false),
+            pod("web", 0, false),
+            pod("old", 0, true),
+        ]);
+        let names: Vec<&str> = order.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["batch", "web", "db"]);
+    }
+}

@@ -1,0 +1,232 @@
+//! Building a [`Snapshot`]: the one place that decides whether bound pods go in whole or
+//! summarized by their requests, and which nodes can be left out.
+//!
+//! When no pending pod looks at other pods (topology spread, pod (anti-)affinity, host ports)
+//! and no bound pod repels others (required anti-affinity), a bound pod matters only by its
+//! requests: the snapshot carries each node's summed requests (`Snapshot::used`) instead of its
+//! pods, and a node without room for the smallest pending pod is left out, still counted
+//! against its NodePool's limits (`Snapshot::counted`). The controller's provisioner, the
+//! disruption engine's what-ifs and the simulator's kube-scheduler all build their snapshots
+//! here.
+
+use crate::predicates::looks_at_other_pods;
+use crate::{InFlight, Snapshot};
+use capstan_model::{Node, Pod, Resources};
+use std::sync::Arc;
+
+/// Builds a [`Snapshot`] for a set of pending pods.
+#[derive(Debug)]
+pub struct SnapshotBuilder {
+    summarize: bool,
+    /// The smallest pending pod's cpu and memory: a summarized node with less room takes none.
+    smallest: Option<(i64, i64)>,
+    snapshot: Snapshot,
+}
+
+impl SnapshotBuilder {
+    /// A builder for `pending`; `bound_pods_repel` is whether any bound pod has required pod
+    /// anti-affinity (then every bound pod must be seen).
+    pub fn new(pending: &[Arc<Pod>], bound_pods_repel: bool) -> SnapshotBuilder {
+        let summarize = !bound_pods_repel && !pending.iter().any(|p| looks_at_other_pods(p));
+        let smallest = pending.iter().fold(None::<(i64, i64)>, |m, p| {
+            let (c, b) = (p.requests.cpu, p.requests.memory);
+            Some(m.map_or((c, b), |(mc, mb)| (mc.min(c), mb.min(b))))
+        });
+        SnapshotBuilder {
+            summarize,
+            smallest,
+            snapshot: Snapshot::default(),
+        }
+    }
+
+    /// Whether bound pods are summarized (so callers need not gather them).
+    pub fn summarizes(&self) -> bool {
+        self.summarize
+    }
+
+    /// Whether a node with `used` requests bound has no room for the smallest pending pod.
+    fn full(&self, node: &Node, used: &Resources) -> bool {
+        let a = &node.allocatable;
+        self.smallest.is_none_or(|(cpu, mem)| {
+            a.cpu - used.cpu < cpu
+                || a.memory - used.memory < mem
+                || node.max_pods() - used.pods < 1
+        })
+    }
+
+    /// Adds a node that may take pods, with the pods bound to it and their summed requests.
+    /// `nodepool` is the pool whose limits it counts against if it is left out.
+    pub fn node<'p>(
+        &mut self,
+        node: &Node,
+        nodepool: Option<&str>,
+        pods: impl IntoIterator<Item = &'p Arc<Pod>>,
+        used: &Resources,
+    ) {
+        if self.summarize {
+            if self.full(node, used) {
+                if let Some(pool) = nodepool {
+                    self.snapshot
+                        .counted
+                        .push((pool.to_string(), node.capacity_or_allocatable().clone()));
+                }
+                return;
+            }
+            self.snapshot.used.insert(node.name.clone(), used.clone());
+        } else {
+            self.snapshot.pods.extend(pods.into_iter().cloned());
+        }
+        self.snapshot.nodes.push(node.clone());
+    }
+
+    /// Adds a launched NodeClaim whose node has not registered yet.
+    pub fn inflight(&mut self, claim: InFlight) {
+        self.snapshot.inflight.push(claim);
+    }
+
+    /// A pod already planned onto an in-flight claim: its requests (or, when bound pods are
+    /// seen whole, the pod itself as bound there) occupy the claim.
+    pub fn nominated(&mut self, claim: &str, pod: &Arc<Pod>) {
+        if self.summarize {
+            self.snapshot
+                .used
+                .entry(claim.to_string())
+                .or_default()
+                .add(&pod.requests);
+        } else {
+            let mut p = Pod::clone(pod);
+            p.node_name = Some(claim.to_string());
+            p.phase = capstan_model::pod::PodPhase::Running;
+            self.snapshot.pods.push(Arc::new(p));
+        }
+    }
+
+    /// A machine left out for the caller's own reasons that still counts against its
+    /// NodePool's limits.
+    pub fn counted(&mut self, nodepool: &str, capacity: &Resources) {
+        self.snapshot
+            .counted
+            .push((nodepool.to_string(), capacity.clone()));
+    }
+
+    pub fn daemonsets(&mut self, templates: impl IntoIterator<Item = Pod>) {
+        self.snapshot.daemonsets.extend(templates);
+    }
+
+    pub fn build(self) -> Snapshot {
+        self.snapshot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_model::pod::PodAffinityTerm;
+
+    fn pod(name: &str, cpu: i64, node: Option<&str>) -> Arc<Pod> {
+        let mut p = Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            node_name: node.map(str::to_string),
+            ..Default::default()
+        };
+        p.requests.cpu = cpu;
+        p.requests.memory = 1 << 30;
+        p.requests.pods = 1;
+        Arc::new(p)
+    }
+
+    fn node(name: &str, cpu: i64) -> Node {
+        let mut n = Node {
+            name: name.into(),
+            ready: true,
+            ..Default::default()
+        };
+        n.allocatable.cpu = cpu;
+        n.allocatable.memory = 16 << 30;
+        n
+    }
+
+    fn used(cpu: i64, pods: i64) -> Resources {
+        let mut r = Resources::new();
+        r.cpu = cpu;
+        r.memory = pods << 30;
+        r.pods = pods;
+        r
+    }
+
+    #[test]
+    fn bound_pods_are_summarized_and_full_nodes_left_out_but_counted() {
+        let pending = [pod("p", 500, None)];
+        let bound = [pod("b", 3800, Some("full"))];
+        let mut b = SnapshotBuilder::new(&pending, false);
+        assert!(b.summarizes());
+        b.node(&node("full", 4000), Some("default"), &bound, &used(3800, 1));
+        b.node(&node("roomy", 4000), Some("default"), &[], &used(0, 0));
+        let s = b.build();
+        assert_eq!(
+            s.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["roomy"]
+        );
+        assert!(s.pods.is_empty(), "summarized: no pods copied");
+        assert_eq!(
+            s.counted.len(),
+            1,
+            "the full node still counts against limits"
+        );
+        assert_eq!(s.used["roomy"].cpu, 0);
+    }
+
+    #[test]
+    fn a_pending_pod_that_looks_at_other_pods_keeps_every_node_whole() {
+        let mut spread = Pod::clone(&pod("p", 500, None));
+        spread.anti_affinity.push(PodAffinityTerm {
+            selector: None,
+            namespaces: capstan_model::pod::Namespaces::All,
+            topology_key: "kubernetes.io/hostname".into(),
+        });
+        let pending = [Arc::new(spread)];
+        let bound = [pod("b", 3800, Some("full"))];
+        let mut b = SnapshotBuilder::new(&pending, false);
+        assert!(!b.summarizes());
+        b.node(&node("full", 4000), Some("default"), &bound, &used(3800, 1));
+        let s = b.build();
+        assert_eq!(s.nodes.len(), 1);
+        assert_eq!(s.pods.len(), 1);
+        assert!(s.counted.is_empty());
+    }
+
+    #[test]
+    fn a_bound_pod_that_repels_keeps_every_node_whole() {
+        let b = SnapshotBuilder::new(&[pod("p", 500, None)], true);
+        assert!(!b.summarizes());
+    }
+
+    #[test]
+    fn a_node_out_of_pod_slots_is_full() {
+        let pending = [pod("p", 100, None)];
+        let mut n = node("slots", 64_000);
+        n.allocatable.pods = 2;
+        let mut b = SnapshotBuilder::new(&pending, false);
+        b.node(&n, None, &[], &used(200, 2));
+        let s = b.build();
+        assert!(s.nodes.is_empty());
+        assert!(
+            s.counted.is_empty(),
+            "an unmanaged node counts against no pool"
+        );
+    }
+
+    #[test]
+    fn nominated_pods_occupy_their_claim_either_way() {
+        let pending = [pod("p", 100, None)];
+        let nominated = pod("n", 700, None);
+        let mut b = SnapshotBuilder::new(&pending, false);
+        b.nominated("claim-a", &nominated);
+        assert_eq!(b.build().used["claim-a"].cpu, 700);
+        let mut b = SnapshotBuilder::new(&pending, true);
+        b.nominated("claim-a", &nominated);
+        let s = b.build();
+        assert_eq!(s.pods[0].node_name.as_deref(), Some("claim-a"));
+    }
+}
