@@ -146,3 +146,41 @@ fn a_bad_now_exits_2() {
             .contains("--now: \"yesterday\" is not an RFC 3339 time")
     );
 }
+
+#[test]
+fn a_nodepool_whose_budget_schedule_does_not_parse_exits_2_naming_the_file_the_nodepool_and_the_field()
+ {
+    let c = write("cluster3.json", &cluster());
+    let np = write(
+        "bad-budget.json",
+        &json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "nightly"},
+            "spec": {"template": {"spec": {"requirements": []}},
+                     "disruption": {"budgets": [{"nodes": "0", "schedule": "0 9 * * funday", "duration": "8h"}]}}}),
+    );
+    let out = run(&[
+        "consolidate",
+        "--cluster",
+        &c,
+        "--catalog",
+        &catalog(),
+        "--nodepool",
+        &np,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(line.contains("bad-budget.json"), "{err}");
+    assert!(line.contains("nightly"), "{err}");
+    assert!(
+        line.contains("spec.disruption.budgets[0].schedule"),
+        "{err}"
+    );
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "one line: {err}"
+    );
+}

@@ -146,7 +146,6 @@ enum BenchCommand {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// One full disruption evaluation of a synthetic cluster (N nodes, ~P pods each).
     /// One simulation run, timed: wall seconds, simulated seconds per wall second, peak memory.
     Simulate {
         /// Scenario YAML (default: the built-in day; crates/sim/scenarios/large.yaml is the
@@ -158,6 +157,7 @@ enum BenchCommand {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// One full disruption evaluation of a synthetic cluster (N nodes, ~P pods each).
     Disruption {
         #[arg(long, default_value_t = 1000)]
         nodes: usize,
@@ -774,13 +774,20 @@ fn consolidate(
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // In a simulation the controllers' warnings are about faults the simulator injects on
+    // purpose; the summary counts them. `RUST_LOG` shows them.
+    let default = match cli.command {
+        Command::Simulate { .. } | Command::Bench { .. } => "warn,capstan_controller=error",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate {
             scenario,

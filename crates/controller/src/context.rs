@@ -233,13 +233,26 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
         .is_ok()
     }
 
-    /// Adds or removes the disrupted taint on a node; true when the node ends up as asked.
-    pub async fn set_disrupted_taint(&mut self, node: &str, on: bool) -> bool {
+    /// Adds or removes a taint on a node, at the resourceVersion the cache holds.
+    pub async fn taint(&mut self, node: &str, change: TaintChange) -> bool {
         let (Some(n), Some(meta)) = (self.cache().node(node), self.cache().node_meta(node)) else {
             return false;
         };
-        let has = n.taints.iter().any(|t| t.key == DISRUPTED_TAINT);
-        if has == on {
+        let w = Write::Taint {
+            node: node.into(),
+            rv: meta.resource_version.clone(),
+            current: n.taints.clone(),
+            change,
+        };
+        self.write(w).await.is_ok()
+    }
+
+    /// Adds or removes the disrupted taint on a node; true when the node ends up as asked.
+    pub async fn set_disrupted_taint(&mut self, node: &str, on: bool) -> bool {
+        let Some(n) = self.cache().node(node) else {
+            return false;
+        };
+        if n.taints.iter().any(|t| t.key == DISRUPTED_TAINT) == on {
             return true;
         }
         let change = if on {
@@ -251,13 +264,7 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
         } else {
             TaintChange::Remove(DISRUPTED_TAINT.into())
         };
-        let w = Write::Taint {
-            node: node.into(),
-            rv: meta.resource_version.clone(),
-            current: n.taints.clone(),
-            change,
-        };
-        self.write(w).await.is_ok()
+        self.taint(node, change).await
     }
 
     /// Starts a claim's termination: records why (and the cloud's deadline), deletes it (its

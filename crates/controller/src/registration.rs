@@ -81,23 +81,6 @@ pub fn initialized(node: &Node, claim: &NodeClaim) -> bool {
             .any(|s| node.taints.iter().any(|t| t.key == s.key))
 }
 
-async fn taint<A: ClusterApi, C: CloudProvider>(
-    cx: &mut Ctx<'_, A, C>,
-    node: &str,
-    change: TaintChange,
-) -> bool {
-    let (Some(n), Some(m)) = (cx.cache().node(node), cx.cache().node_meta(node)) else {
-        return false;
-    };
-    let w = Write::Taint {
-        node: node.into(),
-        rv: m.resource_version.clone(),
-        current: n.taints.clone(),
-        change,
-    };
-    cx.write(w).await.is_ok()
-}
-
 pub(crate) async fn register<A: ClusterApi, C: CloudProvider>(
     cx: &mut Ctx<'_, A, C>,
     now: f64,
@@ -138,17 +121,14 @@ pub(crate) async fn register<A: ClusterApi, C: CloudProvider>(
         }
     }
     for t in missing_taints(&node, c) {
-        if !taint(cx, &node_name, TaintChange::Add(t)).await {
+        if !cx.taint(&node_name, TaintChange::Add(t)).await {
             return;
         }
     }
     if node.taints.iter().any(|t| t.key == UNREGISTERED_TAINT)
-        && !taint(
-            cx,
-            &node_name,
-            TaintChange::Remove(UNREGISTERED_TAINT.into()),
-        )
-        .await
+        && !cx
+            .taint(&node_name, TaintChange::Remove(UNREGISTERED_TAINT.into()))
+            .await
     {
         return;
     }

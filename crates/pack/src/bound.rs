@@ -190,9 +190,7 @@ fn existing_cells(
     let mut out = Vec::new();
     for n in snap.nodes.iter().filter(|n| !n.unschedulable) {
         let mut cap = n.allocatable.clone();
-        if cap.pods == 0 {
-            cap.pods = 110;
-        }
+        cap.pods = n.max_pods();
         if let Some(u) = used.get(n.name.as_str()) {
             cap.sub(u);
         }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::{Change, MetaPatch};
 use capstan_cloud::ManualClock;
 use capstan_model::NodeClaim;
 
