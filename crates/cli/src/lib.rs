@@ -1,6 +1,7 @@
 //! The parts of the `capstan` binary that benches and integration tests reuse.
 
 pub mod bench;
+pub mod cluster_cmd;
 pub mod consolidate_cmd;
 pub mod hpa_cmd;
 pub mod input;

@@ -1,6 +1,6 @@
 //! `capstan`: a Karpenter-style node provisioner. See `capstan --help`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use capstan_cli::input::{self, InputError};
 use capstan_cli::{bench, table};
 use capstan_fake_cloud::{FakeCloud, FakeCloudConfig};
@@ -83,6 +83,43 @@ enum Command {
         until_stable: bool,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
+    },
+    /// Runs capstan on a cluster: watches pods, nodes and NodePools, launches and removes
+    /// machines through the provider.
+    Controller {
+        /// Kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, then in-cluster).
+        #[arg(long)]
+        kubeconfig: Option<String>,
+        /// The cloud: `fake` (kwok-managed Nodes; the AWS provider comes with its own issue).
+        #[arg(long, default_value = "fake")]
+        provider: String,
+        /// Elect a leader through a Lease (`false`: this is the only replica).
+        #[arg(long = "leader-elect", default_value_t = true, action = clap::ArgAction::Set)]
+        leader_elect: bool,
+        /// Namespace of the Lease (default: `POD_NAMESPACE`, else kube-system).
+        #[arg(long = "lease-namespace")]
+        lease_namespace: Option<String>,
+        #[arg(long = "lease-name", default_value = "capstan")]
+        lease_name: String,
+        /// This process in the Lease (default: hostname and pid).
+        #[arg(long)]
+        identity: Option<String>,
+        /// Where `/healthz` and `/readyz` are served.
+        #[arg(long = "health-addr", default_value = "127.0.0.1:8081")]
+        health_addr: String,
+        /// Where `/metrics` is served.
+        #[arg(long = "metrics-addr", default_value = "127.0.0.1:8080")]
+        metrics_addr: String,
+        /// Client-side rate limit to the API server: requests per second, and burst.
+        #[arg(long = "kube-api-qps", default_value_t = 50)]
+        kube_api_qps: u32,
+        #[arg(long = "kube-api-burst", default_value_t = 100)]
+        kube_api_burst: u32,
+    },
+    /// Prints every CRD capstan serves (multi-document YAML), or writes one file each to DIR.
+    Crds {
+        #[arg(long)]
+        out: Option<String>,
     },
     /// Benchmarks (run with --release).
     Bench {
@@ -189,6 +226,22 @@ enum BenchCommand {
 enum Output {
     Table,
     Json,
+}
+
+fn crds(out: Option<&str>) -> Result<()> {
+    match out {
+        None => emit(&capstan_kube::crds::yaml()),
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| dir.to_string())?;
+            for c in capstan_kube::crds::definitions() {
+                let path = format!("{dir}/{}", capstan_kube::crds::file_name(&c));
+                std::fs::write(&path, capstan_kube::crds::to_yaml(&c))
+                    .with_context(|| path.clone())?;
+                eprintln!("wrote {path}");
+            }
+            Ok(())
+        }
+    }
 }
 
 fn emit(text: &str) -> Result<()> {
@@ -889,6 +942,30 @@ fn main() -> ExitCode {
         Command::Hpa {
             which: HpaCommand::Decide { file, output },
         } => hpa_decide(&file, output),
+        Command::Controller {
+            kubeconfig,
+            provider,
+            leader_elect,
+            lease_namespace,
+            lease_name,
+            identity,
+            health_addr,
+            metrics_addr,
+            kube_api_qps,
+            kube_api_burst,
+        } => capstan_cli::cluster_cmd::controller(capstan_cli::cluster_cmd::ControllerArgs {
+            kubeconfig,
+            provider,
+            leader_elect,
+            lease_namespace,
+            lease_name,
+            identity,
+            health_addr,
+            metrics_addr,
+            kube_api_qps,
+            kube_api_burst,
+        }),
+        Command::Crds { out } => crds(out.as_deref()),
         Command::Cloud {
             which:
                 CloudCommand::Check {

@@ -26,6 +26,8 @@ pub struct LaunchRequest {
     pub requirements: Requirements,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
+    /// The NodePool's node class (`nodeClassRef`): the provider's launch settings.
+    pub node_class: Option<capstan_model::nodepool::NodeClassRef>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -213,6 +215,19 @@ pub trait CloudProvider: Send + Sync {
         &self,
         events: &[InterruptionEvent],
     ) -> impl Future<Output = Result<(), CloudError>> + Send;
+}
+
+/// The wall clock, as unix time: what capstan reads on a real cluster (where the controller's
+/// clock zero is the unix epoch).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    }
 }
 
 /// A source of time. Providers and the controller read time only through this, so the

@@ -89,6 +89,8 @@ pub(crate) struct Election {
     /// Set when this process has just taken the lease: the controller relists and forgets
     /// everything volatile before acting.
     pub fresh_term: bool,
+    /// Whether the last lease read reached the API server.
+    pub connected: bool,
 }
 
 impl Election {
@@ -98,9 +100,23 @@ impl Election {
         cx: &mut Ctx<'_, A, C>,
         now: f64,
     ) -> bool {
+        if !cx.config.leader_elect {
+            self.connected = true;
+            cx.s.lead.renewed_at = now;
+            if cx.s.lead.term.is_none() {
+                cx.s.lead.term = Some(1);
+                self.fresh_term = true;
+                cx.record(now, Action::Elected { term: 1 });
+            }
+            return true;
+        }
         let read = match cx.api.get_lease().await {
-            Ok(l) => l,
+            Ok(l) => {
+                self.connected = true;
+                l
+            }
             Err(e) => {
+                self.connected = false;
                 tracing::warn!(error = %e, "reading the lease failed");
                 // Without a renewal the renew deadline runs out and writes stop by themselves.
                 return cx.leading();
@@ -175,6 +191,9 @@ impl Election {
         let Some(term) = cx.s.lead.term else {
             return;
         };
+        if !cx.config.leader_elect {
+            return;
+        }
         let Ok(Some((rv, l))) = cx.api.get_lease().await else {
             return;
         };

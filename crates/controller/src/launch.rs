@@ -121,6 +121,7 @@ impl Launcher {
             requirements: c.requirements.clone(),
             labels: c.labels.clone(),
             taints: c.taints.clone(),
+            node_class: c.node_class.clone(),
         };
         if !cx.may_act() {
             return;

@@ -102,6 +102,9 @@ pub struct Config {
     pub gc_interval: f64,
     /// An instance with no NodeClaim is left alone this long (its claim may be being written).
     pub gc_grace: f64,
+    /// Elect a leader through the Lease; `false` runs this process as the only one (it leads
+    /// from the start and never touches the Lease).
+    pub leader_elect: bool,
     /// How long a lease lasts without renewal before another process may take it.
     pub lease_duration: f64,
     /// The leader stops writing when its last successful renewal is older than this
@@ -132,6 +135,7 @@ impl Default for Config {
             replacement_timeout: 600.0,
             gc_interval: 30.0,
             gc_grace: 30.0,
+            leader_elect: true,
             lease_duration: 15.0,
             renew_deadline: 10.0,
             planner: Planner::Pack,
@@ -271,6 +275,11 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
 
     pub fn is_leader(&self) -> bool {
         self.shared.lead.term.is_some()
+    }
+
+    /// Whether the last pass reached the API server.
+    pub fn connected(&self) -> bool {
+        self.election.connected
     }
 
     pub fn cache(&self) -> &Cache {

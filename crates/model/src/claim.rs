@@ -364,7 +364,8 @@ fn requirement_specs(reqs: &Requirements, types: &[String]) -> Vec<RequirementSp
                 values
             };
             out.push(RequirementSpec {
-                key: r.key.clone(),
+                // Karpenter's spelling where it has one, as a Karpenter user reads claims.
+                key: labels::karpenter_spelling(&r.key).unwrap_or_else(|| r.key.clone()),
                 operator: operator_name(op).into(),
                 values,
                 min_values: if i == 0 { r.min_values } else { None },
@@ -385,19 +386,32 @@ fn operator_name(op: Operator) -> &'static str {
     }
 }
 
-/// Resources as Kubernetes quantities: cpu in millicores, everything else in units.
+/// Resources as Kubernetes quantities: cpu in millicores, bytes in the largest binary unit
+/// that divides them (`8Gi`), everything else in units.
 pub fn quantities(r: &Resources) -> BTreeMap<String, QuantityValue> {
     r.iter()
         .filter(|(_, v)| *v != 0)
         .map(|(k, v)| {
+            let bytes = k == "memory" || k == "ephemeral-storage" || k.starts_with("hugepages-");
             let q = if k == CPU {
                 format!("{v}m")
+            } else if bytes {
+                binary(v)
             } else {
                 v.to_string()
             };
             (k.to_string(), QuantityValue::Str(q))
         })
         .collect()
+}
+
+fn binary(v: i64) -> String {
+    for (shift, unit) in [(40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki")] {
+        if v % (1i64 << shift) == 0 {
+            return format!("{}{unit}", v >> shift);
+        }
+    }
+    v.to_string()
 }
 
 fn resources(m: &BTreeMap<String, QuantityValue>, field: &str) -> Result<Resources, FieldError> {

@@ -582,6 +582,39 @@ pub fn pod_spec(
     Ok(out)
 }
 
+/// A DaemonSet as its pod template: the pod it runs on every node it fits, owned by it.
+pub fn daemonset(
+    ds: &k8s_openapi::api::apps::v1::DaemonSet,
+    warnings: &mut Vec<String>,
+) -> Result<Pod, FieldError> {
+    let spec = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+    let Some(spec) = spec else {
+        return Err(FieldError::new(
+            "spec.template.spec",
+            "a DaemonSet needs a pod template",
+        ));
+    };
+    let ns = ds
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let tmpl_labels = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let mut p =
+        pod_spec(spec, &ns, &tmpl_labels, warnings).map_err(|e| e.within("spec.template"))?;
+    p.namespace = ns;
+    p.name = ds.metadata.name.clone().unwrap_or_default();
+    p.labels = tmpl_labels;
+    p.owner_kind = Some("DaemonSet".into());
+    p.owner_name = Some(p.name.clone());
+    Ok(p)
+}
+
 /// Whether a taint key is the disrupted taint (either spelling).
 pub fn is_disrupted_taint(key: &str) -> bool {
     key == labels::DISRUPTED_TAINT || key == labels::KARPENTER_DISRUPTED_TAINT

@@ -223,31 +223,7 @@ pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadErro
             }
             Kind::DaemonSet => {
                 let ds: k8s_openapi::api::apps::v1::DaemonSet = typed(doc).map_err(obj_err)?;
-                let spec = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref());
-                let Some(spec) = spec else {
-                    return Err(obj_err(FieldError::new(
-                        "spec.template.spec",
-                        "a DaemonSet needs a pod template",
-                    )));
-                };
-                let ns = ds
-                    .metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into());
-                let tmpl_labels = ds
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.template.metadata.as_ref())
-                    .and_then(|m| m.labels.clone())
-                    .unwrap_or_default();
-                let mut p = convert::pod_spec(spec, &ns, &tmpl_labels, &mut warnings)
-                    .map_err(|e| obj_err(e.within("spec.template")))?;
-                p.namespace = ns;
-                p.name = ds.metadata.name.clone().unwrap_or_default();
-                p.labels = tmpl_labels;
-                p.owner_kind = Some("DaemonSet".into());
-                p.owner_name = Some(p.name.clone());
+                let p = convert::daemonset(&ds, &mut warnings).map_err(obj_err)?;
                 out.daemonsets.push(p);
             }
             Kind::NodePool => {

@@ -46,6 +46,7 @@ pub struct NodePoolObject {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodePoolSpec {
     pub template: NodeClaimTemplate,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,6 +62,7 @@ pub struct NodePoolSpec {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TemplateMetadata {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -70,6 +72,7 @@ pub struct TemplateMetadata {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeClaimTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<TemplateMetadata>,
@@ -78,6 +81,7 @@ pub struct NodeClaimTemplate {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeClaimSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_class_ref: Option<NodeClassRef>,
@@ -98,6 +102,7 @@ pub struct NodeClaimSpec {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ClaimResources {
     #[serde(default)]
     pub requests: BTreeMap<String, QuantityValue>,
@@ -105,6 +110,7 @@ pub struct ClaimResources {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeClassRef {
     #[serde(default)]
     pub group: String,
@@ -115,6 +121,7 @@ pub struct NodeClassRef {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RequirementSpec {
     pub key: String,
     pub operator: String,
@@ -126,6 +133,7 @@ pub struct RequirementSpec {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaintSpec {
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,6 +145,7 @@ pub struct TaintSpec {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Disruption {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consolidation_policy: Option<String>,
@@ -148,6 +157,7 @@ pub struct Disruption {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Budget {
     pub nodes: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,6 +175,21 @@ pub enum QuantityValue {
     Int(i64),
     Float(f64),
     Str(String),
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for QuantityValue {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Quantity".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": true,
+            "pattern": "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$"
+        })
+    }
 }
 
 impl QuantityValue {
@@ -524,6 +549,7 @@ pub struct NodeClaimObject {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeClaimStatus {
     #[serde(
         default,
@@ -561,6 +587,7 @@ pub struct NodeClaimStatus {
 /// A status condition (metav1.Condition).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Condition {
     #[serde(rename = "type")]
     pub type_: String,

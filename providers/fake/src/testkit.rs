@@ -48,6 +48,7 @@ pub fn request(name: &str, types: &[&str]) -> LaunchRequest {
         requirements: Requirements::new(),
         labels: Default::default(),
         taints: Vec::new(),
+        node_class: None,
     }
 }
 

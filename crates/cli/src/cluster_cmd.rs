@@ -1,0 +1,190 @@
+//! `capstan controller` (the production entry point), `capstan crds`, and the read-only
+//! what-if on a live cluster (`plan --kubeconfig`, `consolidate --kubeconfig`).
+
+use anyhow::{Context, bail};
+use capstan_cloud::{Clock, SystemClock};
+use capstan_controller::{Config, Controller};
+use capstan_fake_cloud::{FakeCloud, FakeCloudConfig};
+use capstan_kube::fake::{ClusterFakeCloud, FakeNodes};
+use capstan_kube::{KubeApi, Settings, Throttle};
+use capstan_model::Catalog;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// `capstan controller`'s flags.
+#[derive(Clone, Debug)]
+pub struct ControllerArgs {
+    pub kubeconfig: Option<String>,
+    pub provider: String,
+    pub leader_elect: bool,
+    pub lease_namespace: Option<String>,
+    pub lease_name: String,
+    pub identity: Option<String>,
+    pub health_addr: String,
+    pub metrics_addr: String,
+    pub kube_api_qps: u32,
+    pub kube_api_burst: u32,
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "capstan".into())
+}
+
+/// What the health endpoints report.
+#[derive(Default)]
+struct Health {
+    /// Unix seconds of the last completed pass.
+    last_pass: AtomicU64,
+    /// The API has answered at least once.
+    ready: AtomicBool,
+}
+
+/// Serves `/healthz` (a pass completed within the last 30 s) and `/readyz` (the API answered)
+/// on `addr`.
+async fn serve_health(addr: String, health: Arc<Health>) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("--health-addr {addr}"))?;
+    tracing::info!(%addr, "health endpoints up");
+    loop {
+        let (mut sock, _) = listener.accept().await?;
+        let health = health.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            let n = sock.read(&mut buf).await.unwrap_or(0);
+            let req = String::from_utf8_lossy(&buf[..n]);
+            let path = req.split_whitespace().nth(1).unwrap_or("/");
+            let now = SystemClock.now().as_secs();
+            let (code, body) = match path {
+                "/healthz" => {
+                    let last = health.last_pass.load(Ordering::SeqCst);
+                    if last == 0 || now.saturating_sub(last) < 30 {
+                        ("200 OK", "ok")
+                    } else {
+                        ("503 Service Unavailable", "the control loop is stuck")
+                    }
+                }
+                "/readyz" => {
+                    if health.ready.load(Ordering::SeqCst) {
+                        ("200 OK", "ok")
+                    } else {
+                        (
+                            "503 Service Unavailable",
+                            "not connected to the API server yet",
+                        )
+                    }
+                }
+                _ => ("404 Not Found", "not found"),
+            };
+            let resp = format!(
+                "HTTP/1.1 {code}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+        });
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+pub fn controller(args: ControllerArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(run_controller(args))
+}
+
+async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
+    if args.provider != "fake" {
+        bail!(
+            "--provider {}: this build serves --provider fake (the AWS provider comes with its own issue)",
+            args.provider
+        );
+    }
+    let client = capstan_kube::connect(args.kubeconfig.as_deref()).await?;
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", hostname(), std::process::id()));
+    let lease_namespace = args
+        .lease_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| "kube-system".into());
+    let settings = Settings {
+        qps: args.kube_api_qps,
+        burst: args.kube_api_burst,
+        lease_namespace,
+        lease_name: args.lease_name.clone(),
+        identity: identity.clone(),
+    };
+    let throttle = Throttle::new(args.kube_api_qps, args.kube_api_burst);
+    let api = Arc::new(KubeApi::new(client.clone(), settings));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let catalog = Catalog::builtin();
+    let fake = FakeCloud::new(FakeCloudConfig::default(), catalog.clone(), clock.clone());
+    let cloud = Arc::new(ClusterFakeCloud::new(
+        client.clone(),
+        throttle.clone(),
+        fake,
+        clock.clone(),
+    ));
+    let nodes = FakeNodes::new(client, throttle, catalog.instance_types, clock.clone());
+    let config = Config {
+        identity: identity.clone(),
+        epoch_unix: 0.0,
+        leader_elect: args.leader_elect,
+        ..Default::default()
+    };
+    let mut controller = Controller::new(api, cloud, clock, config);
+    let health = Arc::new(Health::default());
+    let serving = tokio::spawn(serve_health(args.health_addr.clone(), health.clone()));
+    tracing::info!(%identity, provider = %args.provider, leader_elect = args.leader_elect, "capstan controller starting");
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        // A pass is never cut short: the write in flight finishes before shutdown.
+        controller.step().await;
+        if controller.is_leader() {
+            if let Err(e) = nodes.reconcile().await {
+                tracing::warn!(error = %e, "fake nodes");
+            }
+        }
+        health.ready.store(controller.connected(), Ordering::SeqCst);
+        health
+            .last_pass
+            .store(SystemClock.now().as_secs(), Ordering::SeqCst);
+        if serving.is_finished() {
+            bail!(
+                "the health endpoints stopped (is --health-addr {} free?)",
+                args.health_addr
+            );
+        }
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+    tracing::info!(%identity, "shutting down: releasing the lease");
+    controller.release().await;
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! Kubernetes objects into capstan's compact forms, and back for the objects capstan writes.
+//! An object that does not convert becomes [`Object::Invalid`] with one line naming the field:
+//! the controller says so and leaves it alone.
+
+use crate::resources::API_VERSION;
+use capstan_controller::api::{Invalid, Kind, Meta, Object};
+use capstan_model::nodepool::{NodeClaimObject, NodePoolObject};
+use capstan_model::{NodeClaim, NodePool};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// What preconditions need from an object's metadata.
+pub fn meta(m: &ObjectMeta) -> Meta {
+    Meta {
+        uid: m.uid.clone().unwrap_or_default(),
+        resource_version: m.resource_version.clone().unwrap_or_default(),
+    }
+}
+
+fn key(m: &ObjectMeta) -> String {
+    match &m.namespace {
+        Some(ns) => format!("{ns}/{}", m.name.clone().unwrap_or_default()),
+        None => m.name.clone().unwrap_or_default(),
+    }
+}
+
+fn invalid(kind: Kind, m: &ObjectMeta, error: String) -> Object {
+    Object::Invalid(Arc::new(Invalid {
+        kind,
+        key: key(m),
+        error,
+    }))
+}
+
+pub fn pod(p: &Pod) -> Object {
+    let mut warnings = Vec::new();
+    match capstan_model::convert::pod(p, &mut warnings) {
+        Ok(mut c) => {
+            c.uid = p.metadata.uid.clone().unwrap_or_default();
+            Object::Pod(Arc::new(c))
+        }
+        Err(e) => invalid(Kind::Pod, &p.metadata, e.to_string()),
+    }
+}
+
+pub fn node(n: &Node) -> Object {
+    match capstan_model::convert::node(n) {
+        Ok(c) => Object::Node(Arc::new(c)),
+        Err(e) => invalid(Kind::Node, &n.metadata, e.to_string()),
+    }
+}
+
+pub fn pdb(p: &PodDisruptionBudget) -> Object {
+    match capstan_model::pdb::convert(p) {
+        Ok(c) => Object::Pdb(Arc::new(c)),
+        Err(e) => invalid(Kind::Pdb, &p.metadata, e.to_string()),
+    }
+}
+
+pub fn daemonset(d: &DaemonSet) -> Object {
+    let mut warnings = Vec::new();
+    match capstan_model::convert::daemonset(d, &mut warnings) {
+        Ok(p) => Object::DaemonSet(Arc::new(p)),
+        Err(e) => invalid(Kind::DaemonSet, &d.metadata, e.to_string()),
+    }
+}
+
+/// A dynamic object as JSON, without what capstan never reads (managedFields).
+fn json_of(d: &DynamicObject) -> Value {
+    let mut d = d.clone();
+    d.metadata.managed_fields = None;
+    serde_json::to_value(&d).unwrap_or(Value::Null)
+}
+
+/// A NodePool (`capstan.dev/v1` or `karpenter.sh/v1`). Budgets that do not compile are kept
+/// (the pool allows no disruption); anything else wrong makes it invalid.
+pub fn nodepool(d: &DynamicObject) -> Object {
+    let parsed: Result<NodePoolObject, String> =
+        serde_json::from_value(json_of(d)).map_err(|e| e.to_string());
+    let compiled =
+        parsed.and_then(|o| NodePool::compile_fail_closed(&o).map_err(|e| e.to_string()));
+    match compiled {
+        Ok(p) => Object::NodePool(Arc::new(p)),
+        Err(e) => invalid(Kind::NodePool, &d.metadata, e),
+    }
+}
+
+pub fn nodeclaim_object(d: &DynamicObject) -> Result<NodeClaimObject, String> {
+    serde_json::from_value(json_of(d)).map_err(|e| e.to_string())
+}
+
+/// A NodeClaim. Times are unix seconds: capstan's clock on a cluster is the wall clock.
+pub fn nodeclaim(d: &DynamicObject) -> Object {
+    let compact = nodeclaim_object(d)
+        .and_then(|o| NodeClaim::from_object(&o, 0.0).map_err(|e| e.to_string()));
+    match compact {
+        Ok(c) => Object::NodeClaim(Arc::new(c)),
+        Err(e) => invalid(Kind::NodeClaim, &d.metadata, e),
+    }
+}
+
+/// The object to create for a new claim: its metadata as a client sends it (no uid,
+/// timestamps or status: the server sets them).
+pub fn new_claim(c: &NodeClaim) -> Value {
+    let mut o = serde_json::to_value(c.to_object(0.0)).unwrap_or(Value::Null);
+    o["apiVersion"] = API_VERSION.into();
+    if let Some(m) = o["metadata"].as_object_mut() {
+        m.remove("uid");
+        m.remove("creationTimestamp");
+        m.remove("deletionTimestamp");
+    }
+    if let Some(obj) = o.as_object_mut() {
+        obj.remove("status");
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn dynamic(v: Value) -> DynamicObject {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_karpenter_nodepool_reads_like_capstans() {
+        let d = dynamic(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "general", "resourceVersion": "7", "uid": "u1",
+                          "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"template": {"spec": {"requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}
+        }));
+        let Object::NodePool(p) = nodepool(&d) else {
+            panic!("a NodePool: {:?}", nodepool(&d));
+        };
+        assert!(
+            p.requirements
+                .allows(capstan_model::labels::CAPACITY_TYPE, "spot")
+        );
+        assert!(
+            !p.requirements
+                .allows(capstan_model::labels::CAPACITY_TYPE, "on-demand")
+        );
+    }
+
+    #[test]
+    fn a_nodepool_that_does_not_compile_is_invalid_naming_the_field() {
+        let d = dynamic(json!({
+            "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "bad"},
+            "spec": {"template": {"spec": {"requirements": [
+                {"key": "a", "operator": "Sometimes", "values": ["x"]}]}}}
+        }));
+        let Object::Invalid(i) = nodepool(&d) else {
+            panic!("invalid");
+        };
+        assert_eq!(i.key, "bad");
+        assert!(
+            i.error
+                .contains("spec.template.spec.requirements[0].operator"),
+            "{}",
+            i.error
+        );
+    }
+
+    #[test]
+    fn a_new_claim_carries_no_server_fields() {
+        let c = NodeClaim {
+            name: "default-1".into(),
+            nodepool: "default".into(),
+            uid: "u".into(),
+            created: 5.0,
+            ..Default::default()
+        };
+        let o = new_claim(&c);
+        assert!(o["metadata"].get("uid").is_none());
+        assert!(o["metadata"].get("creationTimestamp").is_none());
+        assert!(o.get("status").is_none());
+        assert_eq!(o["metadata"]["labels"]["karpenter.sh/nodepool"], "default");
+    }
+}
