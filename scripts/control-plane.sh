@@ -6,6 +6,8 @@
 #   scripts/control-plane.sh up      # start them; prints the kubeconfig path
 #   scripts/control-plane.sh down    # stop every process it started, delete its data
 #   scripts/control-plane.sh env     # print `export KUBECONFIG=...` for a running plane
+#   scripts/control-plane.sh karpenter  # fetch Karpenter's CRDs and examples/v1 (cached);
+#                                    # prints the directory
 #
 # Binaries are cached under ${CAPSTAN_CACHE:-~/.cache/capstan}/k8s-<version>/ and rebuilt
 # only when one is missing. The running plane lives in ${CAPSTAN_CP_DIR:-/tmp/capstan-cp}.
@@ -17,6 +19,10 @@ set -euo pipefail
 K8S_VERSION=v1.34.4
 ETCD_VERSION=v3.6.13
 KWOK_VERSION=v0.7.0
+# Karpenter's own files the end-to-end tests read (its CRDs, the AWS provider's examples/v1):
+# fetched from the Go module proxy, never copied into this repository.
+KARPENTER_VERSION=v1.15.0
+KARPENTER_AWS_VERSION=v1.15.2
 
 CACHE_ROOT=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
 CACHE=$CACHE_ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION
@@ -260,6 +266,30 @@ cmd_down() {
   log "down"
 }
 
+cmd_karpenter() {
+  local dir=$CACHE_ROOT/karpenter-$KARPENTER_VERSION-aws-$KARPENTER_AWS_VERSION
+  if [[ -f $dir/crds/karpenter.sh_nodepools.yaml && -f $dir/examples/v1/general-purpose.yaml ]]; then
+    echo "$dir"; return
+  fi
+  command -v unzip >/dev/null || die "unzip is needed to read the module zips"
+  local proxy
+  proxy=$(go env GOPROXY 2>/dev/null | tr ',' '\n' | grep -m1 '^http' || echo https://proxy.golang.org)
+  local tmp
+  tmp=$(mktemp -d)
+  curl -fsSL -o "$tmp/core.zip" "$proxy/sigs.k8s.io/karpenter/@v/$KARPENTER_VERSION.zip" \
+    || die "cannot fetch sigs.k8s.io/karpenter@$KARPENTER_VERSION from $proxy"
+  curl -fsSL -o "$tmp/aws.zip" "$proxy/github.com/aws/karpenter-provider-aws/@v/$KARPENTER_AWS_VERSION.zip" \
+    || die "cannot fetch github.com/aws/karpenter-provider-aws@$KARPENTER_AWS_VERSION from $proxy"
+  rm -rf "$dir" && mkdir -p "$dir/crds" "$dir/examples/v1"
+  (cd "$tmp" && unzip -q core.zip "sigs.k8s.io/karpenter@$KARPENTER_VERSION/pkg/apis/crds/*" \
+    && unzip -q aws.zip "github.com/aws/karpenter-provider-aws@$KARPENTER_AWS_VERSION/examples/v1/*")
+  cp "$tmp/sigs.k8s.io/karpenter@$KARPENTER_VERSION"/pkg/apis/crds/karpenter.sh_*.yaml "$dir/crds/"
+  cp "$tmp/github.com/aws/karpenter-provider-aws@$KARPENTER_AWS_VERSION"/examples/v1/*.yaml "$dir/examples/v1/"
+  chmod -R u+w "$dir"; rm -rf "$tmp"
+  log "Karpenter $KARPENTER_VERSION CRDs and $KARPENTER_AWS_VERSION examples in $dir"
+  echo "$dir"
+}
+
 cmd_env() {
   [[ -f $CP_DIR/kubeconfig ]] || die "no control plane in $CP_DIR"
   echo "export KUBECONFIG=$CP_DIR/kubeconfig"
@@ -272,5 +302,6 @@ case ${1:-} in
   down) cmd_down ;;
   env) cmd_env ;;
   bin) echo "$BIN" ;;
-  *) echo "usage: $0 build|up|down|env|bin" >&2; exit 2 ;;
+  karpenter) cmd_karpenter ;;
+  *) echo "usage: $0 build|up|down|env|bin|karpenter" >&2; exit 2 ;;
 esac

@@ -2,6 +2,7 @@
 
 mod bench;
 mod cloud;
+mod cluster;
 mod consolidate;
 mod hpa;
 mod plan;

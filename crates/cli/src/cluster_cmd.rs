@@ -188,3 +188,99 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
     controller.release().await;
     Ok(())
 }
+
+/// Reads the live cluster for a what-if (list requests only).
+pub fn read_live(kubeconfig: &str) -> anyhow::Result<capstan_kube::whatif::Live> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(async {
+        let client = capstan_kube::connect(Some(kubeconfig)).await?;
+        let live = capstan_kube::whatif::read(client)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the cluster: {e}"))?;
+        for w in &live.warnings {
+            tracing::warn!("{w}");
+        }
+        Ok(live)
+    })
+}
+
+/// What a plan reads, from the live cluster: its pending pods, its nodes with their bound pods
+/// and DaemonSets, and the NodeClaims still launching (as in-flight capacity).
+pub fn plan_input(
+    live: &capstan_kube::whatif::Live,
+    nodepools: Vec<capstan_model::NodePool>,
+    catalog: Catalog,
+) -> crate::plan_cmd::PlanInput {
+    use capstan_sched::{InFlight, Snapshot};
+    let mut snapshot = Snapshot {
+        nodes: live.nodes.clone(),
+        daemonsets: live.daemonsets.clone(),
+        ..Default::default()
+    };
+    let mut pending = Vec::new();
+    for p in &live.pods {
+        if p.is_pending() && !p.is_daemonset_pod() {
+            pending.push(Arc::new(p.clone()));
+        } else if p.node_name.is_some() && p.is_active() {
+            snapshot.pods.push(Arc::new(p.clone()));
+        }
+    }
+    for c in &live.claims {
+        if c.deleting() || c.status.registered() {
+            continue;
+        }
+        let t = c
+            .status
+            .instance_type
+            .as_ref()
+            .or(c.instance_types.first())
+            .and_then(|n| catalog.get(n));
+        let Some(t) = t else {
+            continue;
+        };
+        let mut labels = t.labels.clone();
+        labels.extend(c.labels.clone());
+        for (k, v) in c.requirements.single_values() {
+            labels.entry(k).or_insert(v);
+        }
+        snapshot.inflight.push(InFlight {
+            name: c.name.clone(),
+            nodepool: c.nodepool.clone(),
+            labels,
+            taints: c.taints.clone(),
+            allocatable: t.allocatable.clone(),
+            capacity: t.capacity.clone(),
+        });
+    }
+    crate::plan_cmd::PlanInput {
+        pending,
+        snapshot,
+        nodepools,
+        catalog,
+    }
+}
+
+/// What `consolidate` reads, from the live cluster.
+pub fn consolidate_input(
+    live: &capstan_kube::whatif::Live,
+    catalog: &Catalog,
+) -> crate::consolidate_cmd::Cluster {
+    crate::consolidate_cmd::Cluster {
+        nodes: live
+            .nodes
+            .iter()
+            .map(|n| capstan_disrupt::NodeInfo::from_node(n.clone(), &catalog.instance_types))
+            .collect(),
+        pods: live
+            .pods
+            .iter()
+            .filter(|p| p.node_name.is_some() && p.is_active())
+            .map(|p| Arc::new(p.clone()))
+            .collect(),
+        pdbs: live.pdbs.clone(),
+        daemonsets: live.daemonsets.clone(),
+    }
+}

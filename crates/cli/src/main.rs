@@ -41,11 +41,15 @@ enum Command {
     /// Plans new capacity for pending pods: which machines to buy, at what price.
     Plan {
         /// Pending pods (PodList / List / multi-document YAML); `-` for standard input.
+        #[arg(long, required_unless_present = "kubeconfig")]
+        pods: Option<String>,
+        /// Read the live cluster instead (pending pods, nodes, NodePools of capstan.dev/v1 and
+        /// karpenter.sh/v1, NodeClaims, PDBs, DaemonSets); nothing is written.
         #[arg(long)]
-        pods: String,
-        /// Instance-type catalog (the shared catalog format).
+        kubeconfig: Option<String>,
+        /// Instance-type catalog (the shared catalog format; default: the built-in one).
         #[arg(long)]
-        catalog: String,
+        catalog: Option<String>,
         /// NodePool manifests (capstan.dev/v1 or karpenter.sh/v1); repeatable.
         #[arg(long = "nodepool")]
         nodepools: Vec<String>,
@@ -66,10 +70,14 @@ enum Command {
     /// What the disruption engine would do now to a cluster snapshot.
     Consolidate {
         /// A cluster snapshot (`kubectl get nodes,pods,daemonsets,pdb -A -o json`).
+        #[arg(long, required_unless_present = "kubeconfig")]
+        cluster: Option<String>,
+        /// Read the live cluster instead; nothing is written.
         #[arg(long)]
-        cluster: String,
+        kubeconfig: Option<String>,
+        /// Instance-type catalog (default: the built-in one).
         #[arg(long)]
-        catalog: String,
+        catalog: Option<String>,
         #[arg(long = "nodepool")]
         nodepools: Vec<String>,
         /// PodDisruptionBudgets, if not in the snapshot; repeatable.
@@ -440,9 +448,11 @@ fn strategy(s: &str) -> Result<capstan_pack::Strategy> {
 }
 
 #[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)]
 fn plan(
-    pods: &str,
-    catalog: &str,
+    pods: Option<&str>,
+    kubeconfig: Option<&str>,
+    catalog: Option<&str>,
     nodepools: &[String],
     cluster: Option<&str>,
     strategy_name: &str,
@@ -459,22 +469,35 @@ fn plan(
         ))
         .into());
     }
-    let catalog = input::catalog(Some(catalog))?;
-    let mut pending = plan_cmd::read_pods(pods)?;
-    let nodepools = plan_cmd::read_nodepools(nodepools)?;
-    let snapshot = match cluster {
-        Some(c) => {
-            let (snap, more) = plan_cmd::read_cluster(c, &catalog)?;
-            pending.extend(more);
-            snap
+    let catalog = input::catalog(catalog)?;
+    let p = match (kubeconfig, pods) {
+        (Some(kc), _) => {
+            let live = capstan_cli::cluster_cmd::read_live(kc)?;
+            let pools = if nodepools.is_empty() {
+                live_pools(&live)?
+            } else {
+                plan_cmd::read_nodepools(nodepools)?
+            };
+            capstan_cli::cluster_cmd::plan_input(&live, pools, catalog)
         }
-        None => Default::default(),
-    };
-    let p = plan_cmd::PlanInput {
-        pending,
-        snapshot,
-        nodepools,
-        catalog,
+        (None, pods) => {
+            let mut pending = plan_cmd::read_pods(pods.unwrap_or("-"))?;
+            let nodepools = plan_cmd::read_nodepools(nodepools)?;
+            let snapshot = match cluster {
+                Some(c) => {
+                    let (snap, more) = plan_cmd::read_cluster(c, &catalog)?;
+                    pending.extend(more);
+                    snap
+                }
+                None => Default::default(),
+            };
+            plan_cmd::PlanInput {
+                pending,
+                snapshot,
+                nodepools,
+                catalog,
+            }
+        }
     };
     let options = capstan_pack::PackOptions {
         strategy,
@@ -742,9 +765,23 @@ fn simulate(
 }
 
 #[allow(clippy::too_many_arguments)]
+/// The live cluster's NodePools, or why there are none to plan with.
+fn live_pools(live: &capstan_kube::whatif::Live) -> Result<Vec<capstan_model::NodePool>> {
+    if live.nodepools.is_empty() {
+        return Err(InputError(
+            "the cluster has no NodePool (capstan.dev/v1 or karpenter.sh/v1): pass --nodepool"
+                .into(),
+        )
+        .into());
+    }
+    Ok(live.nodepools.clone())
+}
+
+#[allow(clippy::too_many_arguments)]
 fn consolidate(
-    cluster: &str,
-    catalog: &str,
+    cluster: Option<&str>,
+    kubeconfig: Option<&str>,
+    catalog: Option<&str>,
     nodepools: &[String],
     pdbs: &[String],
     now: Option<&str>,
@@ -753,9 +790,25 @@ fn consolidate(
 ) -> Result<()> {
     use capstan_cli::consolidate_cmd as cc;
     let now = cc::now(now)?;
-    let catalog = input::catalog(Some(catalog))?;
-    let pools = capstan_cli::plan_cmd::read_nodepools(nodepools)?;
-    let mut state = cc::read(cluster, pdbs, &catalog)?;
+    let catalog = input::catalog(catalog)?;
+    let (pools, mut state) = match kubeconfig {
+        Some(kc) => {
+            let live = capstan_cli::cluster_cmd::read_live(kc)?;
+            let pools = if nodepools.is_empty() {
+                live_pools(&live)?
+            } else {
+                capstan_cli::plan_cmd::read_nodepools(nodepools)?
+            };
+            (
+                pools,
+                capstan_cli::cluster_cmd::consolidate_input(&live, &catalog),
+            )
+        }
+        None => (
+            capstan_cli::plan_cmd::read_nodepools(nodepools)?,
+            cc::read(cluster.unwrap_or("-"), pdbs, &catalog)?,
+        ),
+    };
     let mut rounds = Vec::new();
     let mut evaluations = Vec::new();
     for round in 0..50 {
@@ -832,15 +885,30 @@ fn main() -> ExitCode {
     // purpose; the summary counts them. `RUST_LOG` shows them.
     let default = match cli.command {
         Command::Simulate { .. } | Command::Bench { .. } => "warn,capstan_controller=error",
+        Command::Controller { .. } => "info",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // An empty RUST_LOG means "not set".
+    let filter = || match std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        Some(v) => tracing_subscriber::EnvFilter::try_new(v).unwrap_or_else(|_| default.into()),
+        None => default.into(),
+    };
+    if matches!(cli.command, Command::Controller { .. }) {
+        // The controller logs JSON lines, one field per structured field.
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter())
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let result = match cli.command {
         Command::Simulate {
             scenario,
@@ -852,6 +920,7 @@ fn main() -> ExitCode {
         } => simulate(scenario.as_deref(), seed, &out, seeds, faults, output),
         Command::Plan {
             pods,
+            kubeconfig,
             catalog,
             nodepools,
             cluster,
@@ -860,8 +929,9 @@ fn main() -> ExitCode {
             spot_max_pool_share,
             output,
         } => plan(
-            &pods,
-            &catalog,
+            pods.as_deref(),
+            kubeconfig.as_deref(),
+            catalog.as_deref(),
             &nodepools,
             cluster.as_deref(),
             &strategy,
@@ -871,6 +941,7 @@ fn main() -> ExitCode {
         ),
         Command::Consolidate {
             cluster,
+            kubeconfig,
             catalog,
             nodepools,
             pdbs,
@@ -878,8 +949,9 @@ fn main() -> ExitCode {
             until_stable,
             output,
         } => consolidate(
-            &cluster,
-            &catalog,
+            cluster.as_deref(),
+            kubeconfig.as_deref(),
+            catalog.as_deref(),
             &nodepools,
             &pdbs,
             now.as_deref(),

@@ -158,6 +158,7 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
         };
         match self.api.write(w).await {
             Ok(written) => {
+                tracing::debug!(write = name, %target, "written");
                 match &written {
                     Written::Object(m, o) => {
                         self.s.cache.apply(Change::Applied(m.clone(), o.clone()));

@@ -499,22 +499,18 @@ impl<'a> Engine<'a> {
         self.pdb_block(self.movable_pods(node))
     }
 
-    /// Whether PDBs allow evicting all these pods.
+    /// Whether PDBs let these pods be evicted, as Karpenter decides it: a PDB that allows no
+    /// disruption now blocks; one that allows some lets the drain go in waves within it (the
+    /// eviction API refuses the rest until the moved pods run again).
     fn pdb_block(&self, pods: &[usize]) -> Option<String> {
-        let mut evicting: BTreeMap<usize, i64> = BTreeMap::new();
-        for &p in pods {
-            for &i in &self.pdb_sets[self.pdbs_of[p]] {
-                *evicting.entry(i).or_default() += 1;
-            }
-        }
-        evicting
-            .into_iter()
-            .find(|&(i, n)| n > self.pdb_allowed[i])
-            .map(|(i, _)| {
+        pods.iter()
+            .flat_map(|&p| self.pdb_sets[self.pdbs_of[p]].iter().copied())
+            .find(|&i| self.pdb_allowed[i] <= 0)
+            .map(|i| {
                 format!(
                     "pdb {} allows {} disruptions",
                     self.input.pdbs[i].key(),
-                    self.pdb_allowed[i]
+                    self.pdb_allowed[i].max(0)
                 )
             })
     }

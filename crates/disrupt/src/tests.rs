@@ -436,6 +436,37 @@ fn spot_replacements_need_enough_cheaper_spot_types() {
 }
 
 #[test]
+fn a_pdb_that_allows_one_disruption_lets_a_node_with_two_of_its_pods_go_in_two_waves() {
+    // Karpenter's rule: only a PDB that allows no disruption blocks; the drain then evicts
+    // within it, wave by wave, and the eviction API refuses the rest until pods are back.
+    let t = types();
+    let nodes = [
+        node("a", "m7i.xlarge", 5.0, &t),
+        node("b", "m7i.2xlarge", 5.0, &t),
+    ];
+    // The db pod fills b and fits nowhere else: only a can go.
+    let mut other = pod("db", "b", 6500, 512);
+    other.labels.insert("app".into(), "db".into());
+    let pods: Vec<Pod> = vec![pod("w0", "a", 500, 512), pod("w1", "a", 500, 512), other];
+    let pdb = Pdb {
+        namespace: "default".into(),
+        name: "web".into(),
+        selector: Some(LabelSelector::from_match_labels(
+            &[("app".to_string(), "web".to_string())]
+                .into_iter()
+                .collect(),
+        )),
+        min_available: None,
+        max_unavailable: Some(IntOrPercent::Int(1)),
+    };
+    let r = eval(&nodes, &pods, &[pdb], &[pool(json!({}))], &t);
+    let c = &r.commands[0];
+    assert_eq!(c.reason, Reason::Underutilized);
+    assert_eq!(c.candidates, ["a"], "{r:?}");
+    assert_eq!(c.drain.len(), 2, "one pod per wave: {:?}", c.drain);
+}
+
+#[test]
 fn drains_go_in_waves_within_pdb_allowances_lowest_priority_first() {
     let t = types();
     let nodes = [node("big", "m7i.4xlarge", 800.0, &t)];
@@ -654,14 +685,24 @@ mod properties {
                 );
             }
         }
-        // PDBs: voluntary evictions within each PDB's allowance.
+        // PDBs: a voluntary command moves pods only of PDBs that allow a disruption now, and
+        // each drain wave stays within every PDB's allowance.
         let all: Vec<&Pod> = pods.iter().collect();
         for pdb in pdbs {
-            let n = evicted
+            let allowed = pdb.allowed(&all);
+            let touched = evicted
                 .iter()
-                .filter(|name| pods.iter().any(|p| p.name == **name && pdb.selects(p)))
-                .count() as i64;
-            assert!(n <= pdb.allowed(&all), "pdb {} exceeded", pdb.key());
+                .any(|name| pods.iter().any(|p| p.name == **name && pdb.selects(p)));
+            assert!(!touched || allowed > 0, "pdb {} allows none", pdb.key());
+            for c in r.commands.iter().filter(|c| c.reason != Reason::Expired) {
+                for wave in &c.drain {
+                    let n = wave
+                        .iter()
+                        .filter(|key| pods.iter().any(|p| p.key() == **key && pdb.selects(p)))
+                        .count() as i64;
+                    assert!(n <= allowed.max(1), "pdb {} exceeded in a wave", pdb.key());
+                }
+            }
         }
     }
 

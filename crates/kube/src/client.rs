@@ -38,6 +38,11 @@ pub async fn connect(kubeconfig: Option<&str>) -> Result<kube::Client, ConnectEr
             .await
             .map_err(|e| ConnectError::Infer(e.to_string()))?,
     };
+    let mut config = config;
+    // No retries inside the client: a 429 from the eviction API is a PDB saying "not yet", which
+    // the drain must see at once (kube-rs would otherwise retry it for seconds, holding the
+    // loop); every other failure is retried by the loops on their next pass.
+    config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| ConnectError::Client(e.to_string()))
 }
 

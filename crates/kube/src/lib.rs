@@ -12,6 +12,7 @@ pub mod crds;
 pub mod fake;
 pub mod resources;
 mod watch;
+pub mod whatif;
 
 pub use api::{KubeApi, Settings};
 pub use client::{ConnectError, Throttle, connect};

@@ -1,0 +1,106 @@
+//! Pods that select Karpenter's labels, a zone spread, a custom label a NodePool requirement
+//! fixes — and a pod nothing can satisfy.
+
+use super::{Cluster, wait_for};
+use std::time::Duration;
+
+#[test]
+#[ignore = "needs the local control plane (scripts/control-plane.sh up); bash .ci/run runs it"]
+fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_impossible_pod_waits_with_an_event()
+ {
+    let c = Cluster::get();
+    c.default_pool(
+        "      - {key: team, operator: In, values: [ml]}\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}",
+    );
+    let ns = c.namespace("selectors");
+    c.deployment(
+        &ns,
+        "ondemand",
+        2,
+        "500m",
+        "      nodeSelector: {karpenter.sh/capacity-type: on-demand}",
+    );
+    c.deployment(
+        &ns,
+        "family",
+        2,
+        "500m",
+        "      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m7i]}]}]}}}",
+    );
+    c.deployment(
+        &ns,
+        "spread",
+        3,
+        "500m",
+        "      topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: spread}}}]",
+    );
+    c.deployment(&ns, "custom", 2, "500m", "      nodeSelector: {team: ml}");
+    c.deployment(
+        &ns,
+        "impossible",
+        1,
+        "500m",
+        "      nodeSelector: {karpenter.k8s.aws/instance-family: z9}",
+    );
+    let capstan = c.capstan("selectors", &[]);
+    for (app, n) in [("ondemand", 2), ("family", 2), ("spread", 3), ("custom", 2)] {
+        wait_for(&format!("{app} Running"), Duration::from_secs(180), || {
+            (c.running(&ns, app) == n).then_some(())
+        });
+    }
+    // Where they landed matches what they asked for.
+    let nodes = c.items(&["nodes"]);
+    let label = |node: &str, key: &str| {
+        nodes
+            .iter()
+            .find(|n| n["metadata"]["name"] == node)
+            .and_then(|n| n["metadata"]["labels"][key].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    for (_, _, node) in c.phases(&ns, "family") {
+        assert_eq!(label(&node, "karpenter.k8s.aws/instance-family"), "m7i");
+    }
+    for (_, _, node) in c.phases(&ns, "custom") {
+        assert_eq!(
+            label(&node, "team"),
+            "ml",
+            "the requirement's label reached the node"
+        );
+    }
+    let zones: std::collections::BTreeSet<String> = c
+        .phases(&ns, "spread")
+        .iter()
+        .map(|(_, _, n)| label(n, "topology.kubernetes.io/zone"))
+        .collect();
+    assert_eq!(zones.len(), 3, "spread over three zones: {zones:?}");
+    // The impossible pod waits, with an Event saying why, and no node is bought for it.
+    let (pod, phase, _) = c.phases(&ns, "impossible").remove(0);
+    assert_eq!(phase, "Pending");
+    let why = wait_for(
+        "an Event on the impossible pod",
+        Duration::from_secs(60),
+        || {
+            c.items(&["events.events.k8s.io", "-n", &ns])
+                .into_iter()
+                .find(|e| {
+                    e["regarding"]["name"] == pod.as_str()
+                        && e["reportingController"] == "capstan.dev/controller"
+                })
+                .map(|e| e["note"].as_str().unwrap_or_default().to_string())
+        },
+    );
+    assert!(
+        why.contains("instance-family") || why.contains("z9"),
+        "{why}"
+    );
+    let claims = c.items(&["nodeclaims.capstan.dev"]).len();
+    std::thread::sleep(Duration::from_secs(20));
+    assert_eq!(
+        c.items(&["nodeclaims.capstan.dev"]).len(),
+        claims,
+        "no node after node for a pod nothing can hold"
+    );
+    assert_eq!(c.phases(&ns, "impossible")[0].1, "Pending");
+    drop(capstan);
+}

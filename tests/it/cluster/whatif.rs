@@ -1,0 +1,121 @@
+//! The read-only what-if: `capstan plan --kubeconfig` on a cluster running Karpenter's
+//! NodePools prints a plan and changes no object.
+
+use super::{Cluster, script, wait_for};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Every object's resourceVersion, by kind/namespace/name.
+fn versions(c: &Cluster) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for kind in [
+        "nodes",
+        "pods",
+        "deployments",
+        "replicasets",
+        "poddisruptionbudgets",
+        "nodepools.karpenter.sh",
+        "nodeclaims.capstan.dev",
+        "events.events.k8s.io",
+        "leases",
+    ] {
+        for o in c.items(&[kind, "-A"]) {
+            let m = &o["metadata"];
+            // Only what capstan could have written: its Events and its Lease.
+            if kind == "events.events.k8s.io"
+                && o["reportingController"] != "capstan.dev/controller"
+            {
+                continue;
+            }
+            if kind == "leases" && m["name"] != "capstan" {
+                continue;
+            }
+            out.insert(
+                format!(
+                    "{kind}/{}/{}",
+                    m["namespace"].as_str().unwrap_or(""),
+                    m["name"].as_str().unwrap_or("")
+                ),
+                m["resourceVersion"].as_str().unwrap_or("").to_string(),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs the local control plane (scripts/control-plane.sh up); bash .ci/run runs it"]
+fn plan_on_a_cluster_with_karpenter_nodepools_prints_a_plan_and_changes_no_object() {
+    let c = Cluster::get();
+    let karpenter = std::path::PathBuf::from(script(&["karpenter"]));
+    c.ok(&[
+        "apply",
+        "--server-side",
+        "-f",
+        &karpenter
+            .join("crds/karpenter.sh_nodepools.yaml")
+            .display()
+            .to_string(),
+    ]);
+    c.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/nodepools.karpenter.sh",
+    ]);
+    let example =
+        std::fs::read_to_string(karpenter.join("examples/v1/general-purpose.yaml")).unwrap();
+    let pool: String = example
+        .split("\n---")
+        .filter(|d| d.contains("kind: NodePool"))
+        .collect();
+    c.apply(&pool);
+    let ns = c.namespace("whatif");
+    c.deployment(&ns, "web", 10, "500m", "");
+    wait_for("10 pending pods", Duration::from_secs(60), || {
+        (c.phases(&ns, "web").len() == 10).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let before = versions(&c);
+    let out = c.capstan_cli(&["plan", "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let claims = plan["nodeclaims"].as_array().unwrap();
+    assert!(!claims.is_empty(), "{plan}");
+    assert!(claims.iter().all(|x| x["nodepool"] == "general-purpose"));
+    let placed: usize = claims
+        .iter()
+        .map(|x| x["pods"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(placed, 10);
+    let out = c.capstan_cli(&["consolidate", "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = versions(&c);
+    let changed: Vec<&String> = before
+        .iter()
+        .filter(|(k, v)| after.get(*k) != Some(*v))
+        .map(|(k, _)| k)
+        .chain(after.keys().filter(|k| !before.contains_key(*k)))
+        .collect();
+    assert!(changed.is_empty(), "the what-if changed {changed:?}");
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "-f",
+            &karpenter
+                .join("crds/karpenter.sh_nodepools.yaml")
+                .display()
+                .to_string(),
+            "--wait=false",
+        ],
+        None,
+    );
+}
