@@ -448,7 +448,6 @@ fn strategy(s: &str) -> Result<capstan_pack::Strategy> {
 }
 
 #[allow(clippy::too_many_arguments)]
-#[allow(clippy::too_many_arguments)]
 fn plan(
     pods: Option<&str>,
     kubeconfig: Option<&str>,
