@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// How often the loops run on a cluster.
+const PASS: Duration = Duration::from_millis(200);
+
 /// `capstan controller`'s flags.
 #[derive(Clone, Debug)]
 pub struct ControllerArgs {
@@ -153,6 +156,9 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         identity: identity.clone(),
         epoch_unix: 0.0,
         leader_elect: args.leader_elect,
+        // client-go's retry period: the lease is read and renewed every 2 s, while the loops
+        // run every PASS (they read only the watch buffers between changes).
+        renew_interval: 2.0,
         ..Default::default()
     };
     let mut controller = Controller::new(api, cloud, clock, config);
@@ -161,10 +167,13 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
     tracing::info!(%identity, provider = %args.provider, leader_elect = args.leader_elect, "capstan controller starting");
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
+    let mut kubelets_at = 0.0;
     loop {
         // A pass is never cut short: the write in flight finishes before shutdown.
         controller.step().await;
-        if controller.is_leader() {
+        let now = SystemClock.now().as_secs_f64();
+        if controller.is_leader() && now - kubelets_at >= 0.5 {
+            kubelets_at = now;
             if let Err(e) = nodes.reconcile().await {
                 tracing::warn!(error = %e, "fake nodes");
             }
@@ -181,7 +190,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         }
         tokio::select! {
             _ = &mut shutdown => break,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(PASS) => {}
         }
     }
     tracing::info!(%identity, "shutting down: releasing the lease");

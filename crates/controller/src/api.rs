@@ -225,8 +225,8 @@ pub enum Write {
         rv: String,
         patch: MetaPatch,
     },
-    /// `PATCH nodes/{name}` (JSON patch: resourceVersion, then the taint at its index in
-    /// `current`, the taints as read at `rv`).
+    /// `PATCH nodes/{name}` (JSON patch: a test of each taint it removes at its index in
+    /// `current`, the taints as read at `rv`; see [`Write::precondition_rv`]).
     Taint {
         node: String,
         rv: String,
@@ -244,6 +244,11 @@ pub enum Write {
     /// `POST pods/{name}/eviction` with a uid precondition: [`ApiError::TooManyRequests`] while a
     /// PodDisruptionBudget allows no disruption, [`ApiError::NotFound`] when it is gone.
     Evict { pod: String, uid: String },
+    /// `PATCH nodepools/{name}/status` (merge patch of its conditions; capstan owns them).
+    PoolStatus {
+        name: String,
+        conditions: Vec<capstan_model::nodepool::Condition>,
+    },
     /// `POST events` (events.k8s.io/v1).
     Event(ClusterEvent),
     /// `POST leases` in the lease namespace.
@@ -272,9 +277,32 @@ impl Write {
             } => "delete node",
             Write::Delete { .. } => "delete nodeclaim",
             Write::Evict { .. } => "evict pod",
+            Write::PoolStatus { .. } => "patch nodepool status",
             Write::Event(_) => "publish event",
             Write::CreateLease(_) => "create lease",
             Write::UpdateLease { .. } => "update lease",
+        }
+    }
+
+    /// The resourceVersion the write is conditional on. Nodes are shared with kubelets and
+    /// kube's node controllers, which update them every few seconds: a taint change is
+    /// conditional on the taints it acts on (JSON patch tests), a label or annotation change
+    /// touches only its own keys, and only a finalizer change (a whole list) needs the node's
+    /// resourceVersion. Everything else capstan writes is conditional on it.
+    pub fn precondition_rv(&self) -> Option<&str> {
+        match self {
+            Write::Taint { .. } => None,
+            Write::Meta {
+                kind: Kind::Node,
+                patch,
+                ..
+            } if patch.finalizers.is_none() => None,
+            Write::Meta { rv, .. }
+            | Write::ClaimStatus { rv, .. }
+            | Write::MarkClaim { rv, .. }
+            | Write::Delete { rv, .. }
+            | Write::UpdateLease { rv, .. } => Some(rv),
+            _ => None,
         }
     }
 
@@ -289,6 +317,7 @@ impl Write {
             Write::Taint { node, .. } => format!("nodes/{node}"),
             Write::Delete { kind, key, .. } => format!("{}/{key}", kind.plural()),
             Write::Evict { pod, .. } => format!("pods/{pod}"),
+            Write::PoolStatus { name, .. } => format!("nodepools/{name}"),
             Write::Event(e) => format!("{}/{}", e.regarding.0.plural(), e.regarding.1),
             Write::CreateLease(_) | Write::UpdateLease { .. } => format!("leases/{LEASE_NAME}"),
         }

@@ -2,9 +2,11 @@
 //! every `catalog_ttl`, and the offerings recently out of capacity (the unavailable-offerings
 //! cache), which are marked unavailable until their entry expires.
 
+use crate::api::{Kind, Write};
 use crate::context::Ctx;
 use capstan_cloud::{CloudProvider, OfferingKey};
-use capstan_model::InstanceType;
+use capstan_model::nodepool::Condition;
+use capstan_model::{InstanceType, NodePool};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default)]
@@ -13,7 +15,15 @@ pub(crate) struct Catalog {
     types: Option<(f64, Vec<InstanceType>)>,
     /// Offerings that returned InsufficientCapacity, and until when they are avoided.
     unavailable: BTreeMap<OfferingKey, f64>,
+    /// The NodePools the types were fetched for: a change fetches again.
+    pools: Vec<NodePool>,
+    /// NodePools the provider cannot launch for (their node class is missing or not its
+    /// own), with why: nothing is launched for them.
+    failed: BTreeMap<String, String>,
 }
+
+/// How soon types are fetched again while some NodePool cannot launch (its class may appear).
+const RETRY_FAILED: f64 = 10.0;
 
 impl Catalog {
     pub fn mark_unavailable(&mut self, key: OfferingKey, until: f64) {
@@ -22,6 +32,11 @@ impl Catalog {
 
     pub fn is_unavailable(&self, key: &OfferingKey) -> bool {
         self.unavailable.contains_key(key)
+    }
+
+    /// Why the provider cannot launch for a NodePool, if it cannot.
+    pub fn failed(&self, pool: &str) -> Option<&str> {
+        self.failed.get(pool).map(String::as_str)
     }
 
     /// The types as last fetched (without availability applied).
@@ -42,25 +57,39 @@ pub(crate) async fn instance_types<A, C: CloudProvider>(
 where
     A: crate::api::ClusterApi,
 {
-    let ttl = cx.config.catalog_ttl;
-    let fresh =
-        cx.s.catalog
+    let ttl = if cx.s.catalog.failed.is_empty() {
+        cx.config.catalog_ttl
+    } else {
+        RETRY_FAILED.min(cx.config.catalog_ttl)
+    };
+    let pools = cx.s.cache.nodepool_list();
+    let fresh = cx.s.catalog.pools == pools
+        && cx
+            .s
+            .catalog
             .types
             .as_ref()
             .is_some_and(|(at, _)| now - at < ttl);
     if !fresh {
         let mut merged: BTreeMap<String, InstanceType> = BTreeMap::new();
-        for pool in cx.s.cache.nodepool_list() {
-            match cx.cloud.instance_types(&pool).await {
+        let mut failed = BTreeMap::new();
+        for pool in &pools {
+            match cx.cloud.instance_types(pool).await {
                 Ok(ts) => {
                     for t in ts {
                         merged.entry(t.name.clone()).or_insert(t);
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, pool = %pool.name, "instance types"),
+                Err(e) => {
+                    tracing::warn!(error = %e, pool = %pool.name, "the provider cannot launch for this NodePool");
+                    failed.insert(pool.name.clone(), e.to_string());
+                }
             }
         }
         cx.s.catalog.types = Some((now, merged.into_values().collect()));
+        cx.s.catalog.pools = pools;
+        cx.s.catalog.failed = failed;
+        report_pools(cx).await;
     }
     let catalog = &mut cx.s.catalog;
     catalog.unavailable.retain(|_, until| *until > now);
@@ -80,4 +109,41 @@ where
         }
     }
     types
+}
+
+/// Writes each NodePool's Ready condition when it changes (Ready=False with the provider's
+/// reason for a pool nothing can be launched for), and says why once as an Event.
+async fn report_pools<A: crate::api::ClusterApi, C: CloudProvider>(cx: &mut Ctx<'_, A, C>) {
+    let now = cx.clock.now().as_secs_f64();
+    let pools: Vec<String> = cx.s.catalog.pools.iter().map(|p| p.name.clone()).collect();
+    for name in pools {
+        let failed = cx.s.catalog.failed.get(&name).cloned();
+        let state = (failed.is_none(), failed.clone().unwrap_or_default());
+        if cx.s.pool_ready.get(&name) == Some(&state) {
+            continue;
+        }
+        let condition = Condition {
+            type_: "Ready".into(),
+            status: if state.0 { "True" } else { "False" }.into(),
+            reason: if state.0 {
+                "Ready"
+            } else {
+                "NodeClassNotReady"
+            }
+            .into(),
+            message: state.1.clone(),
+            last_transition_time: capstan_model::time::format_rfc3339(cx.config.epoch_unix + now),
+        };
+        let w = Write::PoolStatus {
+            name: name.clone(),
+            conditions: vec![condition],
+        };
+        if cx.write(w).await.is_ok() {
+            cx.s.pool_ready.insert(name.clone(), state);
+        }
+        if let Some(why) = failed {
+            cx.warn_once((Kind::NodePool, name), "NodeClassNotReady", why)
+                .await;
+        }
+    }
 }

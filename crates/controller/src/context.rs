@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub stats: WriteStats,
     /// Warnings already published as Events (object key and message), so each is said once.
     pub reported: BTreeSet<(String, String)>,
+    /// The Ready condition last written for each NodePool (ready, why not).
+    pub pool_ready: BTreeMap<String, (bool, String)>,
 }
 
 impl Shared {
@@ -73,6 +75,7 @@ impl Shared {
             provider_drift: BTreeMap::new(),
             stats: WriteStats::default(),
             reported: BTreeSet::new(),
+            pool_ready: BTreeMap::new(),
         }
     }
 }

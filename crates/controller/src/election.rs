@@ -91,6 +91,8 @@ pub(crate) struct Election {
     pub fresh_term: bool,
     /// Whether the last lease read reached the API server.
     pub connected: bool,
+    /// Clock seconds of the last lease read.
+    polled_at: f64,
 }
 
 impl Election {
@@ -110,6 +112,14 @@ impl Election {
             }
             return true;
         }
+        // Between renewals a leader acts on the renewal it has (its deadline still applies).
+        if cx.leading() && now - cx.s.lead.renewed_at < cx.config.renew_interval {
+            return true;
+        }
+        if !cx.leading() && now - self.polled_at < cx.config.renew_interval {
+            return false;
+        }
+        self.polled_at = now;
         let read = match cx.api.get_lease().await {
             Ok(l) => {
                 self.connected = true;

@@ -110,6 +110,9 @@ pub struct Config {
     /// The leader stops writing when its last successful renewal is older than this
     /// (shorter than `lease_duration`, as client-go's renewDeadline).
     pub renew_deadline: f64,
+    /// How often the lease is read and renewed (client-go's retryPeriod); 0: every pass.
+    /// Passes in between act on the renewal they have, within the renew deadline.
+    pub renew_interval: f64,
     pub planner: Planner,
     /// Instance types (with prices) are fetched again after this long.
     pub catalog_ttl: f64,
@@ -138,6 +141,7 @@ impl Default for Config {
             leader_elect: true,
             lease_duration: 15.0,
             renew_deadline: 10.0,
+            renew_interval: 0.0,
             planner: Planner::Pack,
             catalog_ttl: 300.0,
         }
@@ -157,6 +161,8 @@ pub enum Action {
         claims: usize,
         pods: usize,
         unschedulable: usize,
+        /// Seconds the plan took on the controller's clock (0 on the simulator's paused clock).
+        plan_seconds: f64,
     },
     Launched {
         claim: String,

@@ -80,15 +80,18 @@ impl Provisioner {
         if !self.batch.due(now, pending_keys.len(), idle, max) {
             return;
         }
-        let pools = cx.s.cache.nodepool_list();
+        let types = instance_types(cx, now).await;
+        // NodePools the provider cannot launch for get nothing (their Ready condition says why).
+        let mut pools = cx.s.cache.nodepool_list();
+        pools.retain(|p| cx.s.catalog.failed(&p.name).is_none());
         if pools.is_empty() {
             return;
         }
-        let types = instance_types(cx, now).await;
         let pending: Vec<Arc<Pod>> = pending_keys
             .iter()
             .filter_map(|k| cx.cache().pod(k).cloned())
             .collect();
+        let planning = cx.clock.now();
         let snapshot = snapshot(cx, &types, &pending);
         let input = SolveInput {
             snapshot: &snapshot,
@@ -106,6 +109,7 @@ impl Provisioner {
                 }
             },
         };
+        let plan_seconds = (cx.clock.now().saturating_sub(planning)).as_secs_f64();
         let inflight: BTreeSet<&str> = snapshot.inflight.iter().map(|f| f.name.as_str()).collect();
         let mut nominate: Vec<(String, String)> = Vec::new();
         for b in &plan.existing {
@@ -142,12 +146,20 @@ impl Provisioner {
             cx.warn_once((Kind::Pod, pod), "FailedScheduling", u.reason.clone())
                 .await;
         }
+        tracing::info!(
+            pods = pending.len(),
+            claims = created,
+            unschedulable = plan.unschedulable.len(),
+            plan_ms = plan_seconds * 1000.0,
+            "provisioned"
+        );
         cx.record(
             now,
             Action::Provisioned {
                 claims: created,
                 pods: pending.len(),
                 unschedulable: plan.unschedulable.len(),
+                plan_seconds,
             },
         );
     }

@@ -31,8 +31,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
-    PostParams, Preconditions,
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    Preconditions,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -281,18 +281,18 @@ impl KubeApi {
     async fn evict(&self, pod: &str, uid: &str) -> Result<Written, ApiError> {
         let (ns, name) = split(pod);
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        let ep = EvictParams {
-            delete_options: Some(DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: (!uid.is_empty()).then(|| uid.to_string()),
-                    resource_version: None,
-                }),
-                ..Default::default()
-            }),
-            post_options: PostParams::default(),
-        };
+        // A policy/v1 Eviction as the API defines it (kube-rs' `evict` spells the field
+        // `delete_options`, which the server drops with its uid precondition).
+        let mut body = json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": ns},
+        });
+        if !uid.is_empty() {
+            body["deleteOptions"] = json!({"preconditions": {"uid": uid}});
+        }
         self.throttle.wait().await;
-        api.evict(name, &ep)
+        api.create_subresource::<Value, Value>("eviction", name, &PostParams::default(), &body)
             .await
             .map_err(|e| api_error(pod, Kind::Pod, e))?;
         Ok(Written::Done)
@@ -370,9 +370,12 @@ impl KubeApi {
     }
 }
 
-/// A merge patch of metadata carrying the resourceVersion it was decided on.
-fn meta_patch(rv: &str, p: &MetaPatch) -> Value {
-    let mut m = json!({"resourceVersion": rv});
+/// A merge patch of metadata, carrying the resourceVersion it was decided on when it has one.
+fn meta_patch(rv: Option<&str>, p: &MetaPatch) -> Value {
+    let mut m = json!({});
+    if let Some(rv) = rv {
+        m["resourceVersion"] = json!(rv);
+    }
     if !p.labels.is_empty() {
         m["labels"] = serde_json::to_value(&p.labels).unwrap_or(Value::Null);
     }
@@ -385,10 +388,18 @@ fn meta_patch(rv: &str, p: &MetaPatch) -> Value {
     json!({"metadata": m})
 }
 
-/// The JSON patch for one taint change on taints as read at `rv`: replacing the
-/// resourceVersion makes the update conditional (409 when stale); the tests pin each index.
-pub fn taint_patch(rv: &str, current: &[capstan_model::Taint], change: &TaintChange) -> Value {
-    let mut ops = vec![json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})];
+/// The JSON patch for one taint change on taints as read (`current`): each taint it removes
+/// is tested at its index first (422 when the taints moved). With `rv`, replacing the
+/// resourceVersion also makes the whole update conditional (409 when stale).
+pub fn taint_patch(
+    rv: Option<&str>,
+    current: &[capstan_model::Taint],
+    change: &TaintChange,
+) -> Value {
+    let mut ops = Vec::new();
+    if let Some(rv) = rv {
+        ops.push(json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv}));
+    }
     let taint = |t: &capstan_model::Taint| {
         let mut v = json!({"key": t.key, "effect": t.effect.as_str()});
         if !t.value.is_empty() {
@@ -509,23 +520,25 @@ impl ClusterApi for KubeApi {
                 }}});
                 self.patch(Kind::NodeClaim, &name, Patch::Merge(body)).await
             }
-            Write::Meta {
-                kind,
-                name,
-                rv,
-                patch,
-            } => {
-                self.patch(kind, &name, Patch::Merge(meta_patch(&rv, &patch)))
-                    .await
+            w @ Write::Meta { .. } => {
+                let rv = w.precondition_rv().map(str::to_string);
+                let Write::Meta {
+                    kind, name, patch, ..
+                } = w
+                else {
+                    unreachable!("matched above")
+                };
+                let body = meta_patch(rv.as_deref(), &patch);
+                self.patch(kind, &name, Patch::Merge(body)).await
             }
             Write::Taint {
                 node,
-                rv,
                 current,
                 change,
+                ..
             } => {
                 let p: json_patch::Patch =
-                    serde_json::from_value(taint_patch(&rv, &current, &change)).map_err(|e| {
+                    serde_json::from_value(taint_patch(None, &current, &change)).map_err(|e| {
                         ApiError::Invalid {
                             target: target(Kind::Node, &node),
                             message: e.to_string(),
@@ -534,14 +547,30 @@ impl ClusterApi for KubeApi {
                 let t = target(Kind::Node, &node);
                 self.throttle.wait().await;
                 let api: Api<Node> = Api::all(self.client.clone());
+                // A failed test (the taints moved since they were read) is a conflict.
                 let o = api
                     .patch(&node, &PatchParams::default(), &Patch::<Value>::Json(p))
                     .await
-                    .map_err(|e| api_error(&t, Kind::Node, e))?;
+                    .map_err(|e| match api_error(&t, Kind::Node, e) {
+                        ApiError::Invalid { target, message } => {
+                            ApiError::Conflict { target, message }
+                        }
+                        other => other,
+                    })?;
                 Self::object(Kind::Node, serde_json::to_value(o).unwrap_or(Value::Null))
             }
             Write::Delete { kind, key, uid, rv } => self.delete(kind, &key, &uid, &rv).await,
             Write::Evict { pod, uid } => self.evict(&pod, &uid).await,
+            Write::PoolStatus { name, conditions } => {
+                let t = target(Kind::NodePool, &name);
+                let body = json!({"status": {"conditions": conditions}});
+                self.throttle.wait().await;
+                self.nodepools()
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(body))
+                    .await
+                    .map_err(|e| api_error(&t, Kind::NodePool, e))?;
+                Ok(Written::Done)
+            }
             Write::Event(e) => self.event(e).await,
             Write::CreateLease(l) => {
                 self.throttle.wait().await;

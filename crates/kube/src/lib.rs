@@ -16,3 +16,32 @@ pub mod whatif;
 
 pub use api::{KubeApi, Settings};
 pub use client::{ConnectError, Throttle, connect};
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_kube_adapter_holds_no_decision_code() {
+        // The loops are the simulator's: this crate depends on no crate that decides.
+        let manifest = include_str!("../Cargo.toml");
+        let deps = manifest
+            .split("[dependencies]")
+            .nth(1)
+            .and_then(|s| s.split("\n[").next())
+            .unwrap_or_default();
+        for deciding in [
+            "capstan-sched",
+            "capstan-pack",
+            "capstan-disrupt",
+            "capstan-hpa",
+        ] {
+            assert!(
+                !deps.contains(deciding),
+                "crates/kube depends on {deciding}"
+            );
+        }
+        assert!(
+            deps.contains("capstan-controller"),
+            "it serves the controller's trait"
+        );
+    }
+}

@@ -96,7 +96,8 @@ impl KindWatch {
                 resource_version: since.to_string(),
             });
         }
-        if g.gone {
+        // What arrived before an expiry is delivered first; the expiry at the next poll.
+        if g.gone && g.changes.is_empty() {
             if let Some(t) = g.task.take() {
                 t.abort();
             }

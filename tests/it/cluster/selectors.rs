@@ -104,3 +104,70 @@ fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_imp
     assert_eq!(c.phases(&ns, "impossible")[0].1, "Pending");
     drop(capstan);
 }
+
+#[test]
+#[ignore = "needs the local control plane (scripts/control-plane.sh up); bash .ci/run runs it"]
+fn a_nodepool_whose_node_class_does_not_exist_is_not_ready_and_gets_no_node() {
+    let c = Cluster::get();
+    c.apply(
+        r#"
+apiVersion: capstan.dev/v1
+kind: NodePool
+metadata: {name: orphan}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: capstan.dev, kind: FakeNodeClass, name: missing}
+      requirements: []
+---
+apiVersion: capstan.dev/v1
+kind: NodePool
+metadata: {name: foreign}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: []
+"#,
+    );
+    let ns = c.namespace("orphan");
+    c.deployment(&ns, "web", 2, "500m", "");
+    let capstan = c.capstan("orphan", &[]);
+    for (pool, why) in [
+        ("orphan", "FakeNodeClass missing not found"),
+        ("foreign", "not served by the fake provider"),
+    ] {
+        let condition = wait_for(
+            &format!("{pool} Ready=False"),
+            Duration::from_secs(60),
+            || {
+                let p = c.get_json(&["nodepool.capstan.dev", pool]);
+                p["status"]["conditions"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|x| x["type"] == "Ready").cloned())
+            },
+        );
+        assert_eq!(condition["status"], "False", "{condition}");
+        assert_eq!(condition["reason"], "NodeClassNotReady");
+        assert!(
+            condition["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(why),
+            "{condition}"
+        );
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(
+        c.items(&["nodeclaims.capstan.dev"]).is_empty(),
+        "nothing launched"
+    );
+    assert_eq!(
+        c.phases(&ns, "web")
+            .iter()
+            .filter(|(_, p, _)| p == "Pending")
+            .count(),
+        2
+    );
+    drop(capstan);
+}

@@ -226,6 +226,7 @@ impl Store {
     }
 
     pub(super) fn apply(&mut self, now: f64, write: Write) -> Result<Written, ApiError> {
+        let rv = write.precondition_rv().unwrap_or("").to_string();
         match write {
             Write::CreateClaim(c) => {
                 let mut c = *c;
@@ -264,10 +265,7 @@ impl Store {
                 Ok(self.store(Object::NodeClaim(Arc::new(c))))
             }
             Write::Meta {
-                kind,
-                name,
-                rv,
-                patch,
+                kind, name, patch, ..
             } => {
                 let o = self.current(kind, &name, &rv, None)?;
                 let (done, object) = match o {
@@ -302,14 +300,24 @@ impl Store {
             }
             Write::Taint {
                 node,
-                rv,
                 current,
                 change,
+                ..
             } => {
                 let Object::Node(n) = self.current(Kind::Node, &node, &rv, None)? else {
                     unreachable!("nodes are stored as nodes")
                 };
-                debug_assert_eq!(n.taints, current, "taints as read at {rv}");
+                // The JSON patch's tests: each taint removed is where it was read.
+                if let TaintChange::Remove(key) = &change {
+                    let moved = current
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, t)| &t.key == key)
+                        .any(|(i, _)| n.taints.get(i).is_none_or(|t| &t.key != key));
+                    if moved {
+                        return Err(self.conflict(Kind::Node, &node, "the taints changed".into()));
+                    }
+                }
                 let mut n = Node::clone(&n);
                 match change {
                     TaintChange::Add(t) => {
@@ -369,6 +377,8 @@ impl Store {
                 self.removed.push((p, Removal::Evicted));
                 Ok(Written::Done)
             }
+            // The compact NodePool carries no status: the write is accepted and counted.
+            Write::PoolStatus { .. } => Ok(Written::Done),
             Write::Event(e) => {
                 self.stats.events += 1;
                 self.events.push_back((now, e));
