@@ -238,31 +238,9 @@ pub fn plan_input(
         }
     }
     for c in &live.claims {
-        if c.deleting() || c.status.registered() {
-            continue;
+        if let Some(slot) = InFlight::of_claim(c, &catalog.instance_types) {
+            snapshot.inflight.push(slot);
         }
-        let t = c
-            .status
-            .instance_type
-            .as_ref()
-            .or(c.instance_types.first())
-            .and_then(|n| catalog.get(n));
-        let Some(t) = t else {
-            continue;
-        };
-        let mut labels = t.labels.clone();
-        labels.extend(c.labels.clone());
-        for (k, v) in c.requirements.single_values() {
-            labels.entry(k).or_insert(v);
-        }
-        snapshot.inflight.push(InFlight {
-            name: c.name.clone(),
-            nodepool: c.nodepool.clone(),
-            labels,
-            taints: c.taints.clone(),
-            allocatable: t.allocatable.clone(),
-            capacity: t.capacity.clone(),
-        });
     }
     crate::plan_cmd::PlanInput {
         pending,

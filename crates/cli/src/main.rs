@@ -895,18 +895,14 @@ fn main() -> ExitCode {
         Some(v) => tracing_subscriber::EnvFilter::try_new(v).unwrap_or_else(|_| default.into()),
         None => default.into(),
     };
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter())
+        .with_writer(std::io::stderr);
     if matches!(cli.command, Command::Controller { .. }) {
         // The controller logs JSON lines, one field per structured field.
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter())
-            .with_writer(std::io::stderr)
-            .init();
+        logs.json().init();
     } else {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter())
-            .with_writer(std::io::stderr)
-            .init();
+        logs.init();
     }
     let result = match cli.command {
         Command::Simulate {

@@ -186,38 +186,9 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
         );
     }
     for c in cache.claims() {
-        if c.deleting() || c.status.registered() {
-            continue;
+        if let Some(slot) = InFlight::of_claim(c, types) {
+            b.inflight(slot);
         }
-        let t = c
-            .status
-            .instance_type
-            .as_ref()
-            .or(c.instance_types.first())
-            .and_then(|n| types.iter().find(|t| &t.name == n));
-        let Some(t) = t else {
-            continue;
-        };
-        let mut l = t.labels.clone();
-        l.extend(c.labels.clone());
-        if let Some(z) = &c.status.zone {
-            l.insert(labels::ZONE.into(), z.clone());
-        }
-        if let Some(ct) = &c.status.capacity_type {
-            l.insert(labels::CAPACITY_TYPE.into(), ct.clone());
-        }
-        for (k, v) in c.requirements.single_values() {
-            l.entry(k).or_insert(v);
-        }
-        l.insert(labels::HOSTNAME.into(), c.name.clone());
-        b.inflight(InFlight {
-            name: c.name.clone(),
-            nodepool: c.nodepool.clone(),
-            labels: l,
-            taints: c.taints.clone(),
-            allocatable: t.allocatable.clone(),
-            capacity: t.capacity.clone(),
-        });
     }
     for (pod, claim) in &cx.s.nominations {
         if let Some(p) = cache.pod(pod) {

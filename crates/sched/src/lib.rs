@@ -35,6 +35,44 @@ pub struct InFlight {
     pub capacity: Resources,
 }
 
+impl InFlight {
+    /// A launched (or launching) claim whose node has not registered, as a slot: the labels
+    /// its node will have — its instance type's, the claim's, the offering it launched with,
+    /// every label its requirements fix — and the type's allocatable. `None` when the claim is
+    /// going, registered, or its type is not in `types`.
+    pub fn of_claim(c: &capstan_model::NodeClaim, types: &[InstanceType]) -> Option<InFlight> {
+        if c.deleting() || c.status.registered() {
+            return None;
+        }
+        let name = c
+            .status
+            .instance_type
+            .as_ref()
+            .or(c.instance_types.first())?;
+        let t = types.iter().find(|t| &t.name == name)?;
+        let mut labels = t.labels.clone();
+        labels.extend(c.labels.clone());
+        if let Some(z) = &c.status.zone {
+            labels.insert(capstan_model::labels::ZONE.into(), z.clone());
+        }
+        if let Some(ct) = &c.status.capacity_type {
+            labels.insert(capstan_model::labels::CAPACITY_TYPE.into(), ct.clone());
+        }
+        for (k, v) in c.requirements.single_values() {
+            labels.entry(k).or_insert(v);
+        }
+        labels.insert(capstan_model::labels::HOSTNAME.into(), c.name.clone());
+        Some(InFlight {
+            name: c.name.clone(),
+            nodepool: c.nodepool.clone(),
+            labels,
+            taints: c.taints.clone(),
+            allocatable: t.allocatable.clone(),
+            capacity: t.capacity.clone(),
+        })
+    }
+}
+
 /// What is already there: nodes, the pods bound to them, in-flight NodeClaims, DaemonSets.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {

@@ -116,7 +116,7 @@ impl Cluster {
             kubectl: format!("{bin}/kubectl"),
             _turn: turn,
         };
-        c.reset();
+        // The CRDs first: a fresh cluster has none, and the clean-up lists their kinds.
         c.ok(&[
             "apply",
             "--server-side",
@@ -132,6 +132,7 @@ impl Cluster {
             "crd/fakenodeclasses.capstan.dev",
             "crd/fakeinstances.capstan.dev",
         ]);
+        c.reset();
         c
     }
 
