@@ -29,6 +29,7 @@ pub struct ControllerArgs {
     pub metrics_addr: String,
     pub kube_api_qps: u32,
     pub kube_api_burst: u32,
+    pub scheduler_names: Vec<String>,
 }
 
 fn hostname() -> String {
@@ -159,6 +160,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         // client-go's retry period: the lease is read and renewed every 2 s, while the loops
         // run every PASS (they read only the watch buffers between changes).
         renew_interval: 2.0,
+        scheduler_names: args.scheduler_names.clone(),
         ..Default::default()
     };
     let mut controller = Controller::new(api, cloud, clock, config);
@@ -231,7 +233,8 @@ pub fn plan_input(
     };
     let mut pending = Vec::new();
     for p in &live.pods {
-        if p.is_pending() && !p.is_daemonset_pod() {
+        // What the controller would provision for: pods kube-scheduler gave up on.
+        if p.is_provisionable(&[capstan_model::pod::DEFAULT_SCHEDULER.to_string()]) {
             pending.push(Arc::new(p.clone()));
         } else if p.node_name.is_some() && p.is_active() {
             snapshot.pods.push(Arc::new(p.clone()));

@@ -123,6 +123,10 @@ enum Command {
         kube_api_qps: u32,
         #[arg(long = "kube-api-burst", default_value_t = 100)]
         kube_api_burst: u32,
+        /// Provision for the unschedulable pods of these schedulers (`spec.schedulerName`);
+        /// repeatable.
+        #[arg(long = "scheduler-name", default_value = "default-scheduler")]
+        scheduler_names: Vec<String>,
     },
     /// Prints every CRD capstan serves (multi-document YAML), or writes one file each to DIR.
     Crds {
@@ -1020,6 +1024,7 @@ fn main() -> ExitCode {
             metrics_addr,
             kube_api_qps,
             kube_api_burst,
+            scheduler_names,
         } => capstan_cli::cluster_cmd::controller(capstan_cli::cluster_cmd::ControllerArgs {
             kubeconfig,
             provider,
@@ -1031,6 +1036,7 @@ fn main() -> ExitCode {
             metrics_addr,
             kube_api_qps,
             kube_api_burst,
+            scheduler_names,
         }),
         Command::Crds { out } => crds(out.as_deref()),
         Command::Cloud {

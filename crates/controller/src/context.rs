@@ -50,6 +50,11 @@ pub(crate) struct Shared {
     pub catalog: Catalog,
     /// Pod key → the in-flight claim it is planned onto.
     pub nominations: BTreeMap<String, String>,
+    /// Pods the last plan found no place for (no NodePool or instance type serves them):
+    /// they do not hold up disruption.
+    pub unservable: BTreeSet<String>,
+    /// When each node last had a pod bound or removed (`consolidateAfter` counts from it).
+    pub pod_events: crate::disruption::PodEvents,
     pub records: Vec<Record>,
     pub rng: ChaCha8Rng,
     pub claim_seq: u64,
@@ -69,6 +74,8 @@ impl Shared {
             lead: Leadership::default(),
             catalog: Catalog::default(),
             nominations: BTreeMap::new(),
+            unservable: BTreeSet::new(),
+            pod_events: Default::default(),
             records: Vec::new(),
             rng,
             claim_seq: 0,

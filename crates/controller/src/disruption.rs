@@ -15,6 +15,7 @@ use capstan_model::disruption::Reason;
 use capstan_model::labels::{self, DISRUPTED_TAINT};
 use capstan_model::pdb::Pdb;
 use capstan_model::{InstanceType, NodePool, Pod, Requirement};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A command being carried out.
@@ -112,6 +113,10 @@ pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
                     info.price = c.status.price;
                 }
                 info.created = Some(cx.config.epoch_unix + c.created);
+                info.last_pod_event =
+                    cx.s.pod_events
+                        .last(&n.name)
+                        .map(|t| cx.config.epoch_unix + t);
                 if !c.status.initialized() {
                     // Not ready for disruption yet: counts against budgets like NotReady.
                     Arc::make_mut(&mut info.node).ready = false;
@@ -145,6 +150,47 @@ pub(crate) struct Disruption {
     quiet: Option<(u64, f64)>,
 }
 
+/// When each node last had a pod bound or removed, from the cache's pods per node (sampled
+/// at each disruption pass). A node first seen counts from then: after a failover,
+/// `consolidateAfter` starts again rather than early.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PodEvents {
+    /// The cache's pod generation when last sampled.
+    seen: Option<u64>,
+    /// Node → (a fingerprint of its pods' uids, clock seconds it last changed).
+    nodes: BTreeMap<String, (u64, f64)>,
+}
+
+impl PodEvents {
+    pub fn sample(&mut self, cache: &crate::Cache, now: f64) {
+        let generation = cache.counters().pod_generation + cache.counters().node_generation;
+        if self.seen == Some(generation) {
+            return;
+        }
+        self.seen = Some(generation);
+        let mut next = BTreeMap::new();
+        for n in cache.nodes() {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for p in cache.pods_on(&n.name) {
+                for b in p.uid.bytes().chain(p.key().bytes()).chain([0]) {
+                    h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+                }
+            }
+            let since = match self.nodes.get(&n.name) {
+                Some(&(old, since)) if old == h => since,
+                _ => now,
+            };
+            next.insert(n.name.clone(), (h, since));
+        }
+        self.nodes = next;
+    }
+
+    /// Clock seconds of the node's last pod event (or first sighting).
+    pub fn last(&self, node: &str) -> Option<f64> {
+        self.nodes.get(node).map(|&(_, t)| t)
+    }
+}
+
 impl Disruption {
     pub fn busy(&self) -> bool {
         self.in_progress.is_some()
@@ -159,14 +205,19 @@ impl Disruption {
             return;
         }
         self.next_at = now + cx.config.disruption_interval;
+        cx.s.pod_events.sample(&cx.s.cache, now);
         if let Some(ip) = self.in_progress.clone() {
             self.advance(cx, now, ip).await;
             return;
         }
         self.clean_up_taints(cx).await;
         self.report_invalid(cx).await;
-        // Settle first: no disruption while pods wait or machines are still coming up.
-        let busy = !cx.cache().pending().is_empty()
+        // Settle first (the loops run only on a synced cache): no disruption while machines
+        // are coming up or pods wait for a launch. Pods the last plan found no place for do
+        // not wait for anything, so they hold up nothing.
+        let busy = crate::provisioning::provisionable(cx.cache(), &cx.config.scheduler_names)
+            .iter()
+            .any(|k| !cx.s.unservable.contains(k))
             || cx
                 .cache()
                 .claims()
@@ -422,6 +473,63 @@ mod tests {
             drain: vec![],
             drain_seconds: 0.0,
         }
+    }
+
+    #[test]
+    fn a_pod_bound_or_removed_restarts_the_nodes_pod_event_clock_and_other_changes_do_not() {
+        use crate::api::{Change, Meta, Object};
+        use capstan_model::Node;
+        let meta = |rv: u64| Meta {
+            uid: "u".into(),
+            resource_version: rv.to_string(),
+        };
+        let node = Node {
+            name: "n1".into(),
+            ready: true,
+            ..Default::default()
+        };
+        let pod = |name: &str, on: Option<&str>, phase: capstan_model::pod::PodPhase| {
+            Object::Pod(Arc::new(Pod {
+                namespace: "default".into(),
+                name: name.into(),
+                uid: format!("uid-{name}"),
+                node_name: on.map(str::to_string),
+                phase,
+                ..Default::default()
+            }))
+        };
+        use capstan_model::pod::PodPhase::{Pending, Running, Succeeded};
+        let mut cache = crate::Cache::default();
+        let mut ev = PodEvents::default();
+        cache.apply(Change::Applied(meta(1), Object::Node(Arc::new(node))));
+        ev.sample(&cache, 0.0);
+        assert_eq!(ev.last("n1"), Some(0.0), "first seen");
+        // (what happens, at, the last pod event after it)
+        let steps = [
+            (
+                "a pending pod elsewhere",
+                pod("a", None, Pending),
+                10.0,
+                0.0,
+            ),
+            ("a bound to n1", pod("a", Some("n1"), Running), 20.0, 20.0),
+            (
+                "a's status changes, still bound",
+                pod("a", Some("n1"), Running),
+                30.0,
+                20.0,
+            ),
+            ("b bound to n1", pod("b", Some("n1"), Running), 40.0, 40.0),
+            ("b succeeds", pod("b", Some("n1"), Succeeded), 50.0, 50.0),
+        ];
+        for (i, (what, p, at, want)) in steps.into_iter().enumerate() {
+            cache.apply(Change::Applied(meta(10 + i as u64), p));
+            ev.sample(&cache, at);
+            assert_eq!(ev.last("n1"), Some(want), "{what}");
+        }
+        cache.apply(Change::Deleted(crate::api::Kind::Pod, "default/a".into()));
+        ev.sample(&cache, 60.0);
+        assert_eq!(ev.last("n1"), Some(60.0), "a deleted");
     }
 
     #[test]

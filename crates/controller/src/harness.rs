@@ -114,6 +114,8 @@ impl World {
             namespace: "default".into(),
             name: name.into(),
             uid: format!("uid-{name}"),
+            // kube-scheduler found no node for it.
+            unschedulable: true,
             ..Default::default()
         };
         p.requests.cpu = cpu;
@@ -128,6 +130,7 @@ impl World {
         let mut p = Pod::clone(&p);
         p.node_name = Some(node.into());
         p.phase = PodPhase::Running;
+        p.unschedulable = false;
         self.api.put(Object::Pod(Arc::new(p)));
     }
 
@@ -437,5 +440,48 @@ fn a_stray_disrupted_taint_left_by_a_deposed_leader_is_removed() {
         w.run_a(11).await;
         let n = &w.nodes()[0];
         assert!(!n.has_disrupted_taint(), "{:?}", n.taints);
+    });
+}
+
+#[test]
+fn a_spot_interruption_marks_its_offering_unavailable_so_the_replacement_goes_elsewhere() {
+    block(async {
+        let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7i.large"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}
+        }))
+        .unwrap();
+        let mut w = World::new(NodePool::compile_fail_closed(&obj).unwrap());
+        w.pending("web-1");
+        w.run_a(12).await;
+        let first = w.claims()[0].clone();
+        assert!(first.status.initialized(), "{:?}", first.status);
+        assert_eq!(first.status.capacity_type.as_deref(), Some("spot"));
+        let node = first.status.node_name.clone().expect("registered");
+        w.bind("web-1", &node);
+        let pid = first.status.provider_id.clone().expect("launched");
+        w.cloud.interrupt(&pid).unwrap();
+        actions(&mut w.a);
+        w.run_a(20).await;
+        let launches: Vec<(String, String)> = actions(&mut w.a)
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::Launched {
+                    instance_type,
+                    zone,
+                    ..
+                } => Some((instance_type, zone)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(launches.len(), 1, "one replacement: {launches:?}");
+        assert_eq!(launches[0].0, "m7i.large");
+        assert_ne!(
+            Some(&launches[0].1),
+            first.status.zone.as_ref(),
+            "the interrupted pool is avoided for three minutes"
+        );
     });
 }

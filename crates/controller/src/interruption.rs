@@ -10,7 +10,7 @@ use crate::catalog::instance_types;
 use crate::context::Ctx;
 use crate::disruption::{Disruption, inputs, launch_replacement};
 use crate::{Action, secs};
-use capstan_cloud::{CloudProvider, InstanceState, InterruptionEvent};
+use capstan_cloud::{CloudProvider, InstanceState, InterruptionEvent, OfferingKey};
 use capstan_model::NodeClaim;
 use capstan_model::disruption::Reason;
 
@@ -56,6 +56,9 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
             continue;
         };
         if let Some((reason, deadline)) = reclaim(&ev, now) {
+            if reason == Reason::SpotInterruption {
+                mark_interrupted_offering(cx, &c, now);
+            }
             cx.record(
                 now,
                 Action::Interrupted {
@@ -105,6 +108,25 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
         if let Err(e) = cx.cloud.ack_interruptions(&handled).await {
             tracing::warn!(error = %e, "acknowledging interruption events failed");
         }
+    }
+}
+
+/// A spot interruption says the pool is short of capacity: its offering is avoided for
+/// `unavailable_ttl` (Karpenter: three minutes), so the replacement goes elsewhere.
+fn mark_interrupted_offering<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    claim: &NodeClaim,
+    now: f64,
+) {
+    let st = &claim.status;
+    if let (Some(t), Some(z)) = (&st.instance_type, &st.zone) {
+        let key = OfferingKey {
+            instance_type: t.clone(),
+            zone: z.clone(),
+            capacity_type: capstan_model::labels::CAPACITY_SPOT.into(),
+        };
+        cx.s.catalog
+            .mark_unavailable(key, now + cx.config.unavailable_ttl);
     }
 }
 

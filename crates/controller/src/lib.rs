@@ -116,6 +116,8 @@ pub struct Config {
     pub planner: Planner,
     /// Instance types (with prices) are fetched again after this long.
     pub catalog_ttl: f64,
+    /// The schedulers whose unschedulable pods capstan provisions for (`spec.schedulerName`).
+    pub scheduler_names: Vec<String>,
 }
 
 impl Default for Config {
@@ -144,6 +146,7 @@ impl Default for Config {
             renew_interval: 0.0,
             planner: Planner::Pack,
             catalog_ttl: 300.0,
+            scheduler_names: vec![capstan_model::pod::DEFAULT_SCHEDULER.to_string()],
         }
     }
 }
@@ -388,6 +391,8 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
     async fn recover(&mut self, now: f64) {
         self.shared.cache.forget_watches();
         self.shared.nominations.clear();
+        self.shared.unservable.clear();
+        self.shared.pod_events = Default::default();
         self.launcher.forget();
         self.lifecycle = lifecycle::Lifecycle::default();
         self.provisioner = provisioning::Provisioner::default();

@@ -4,13 +4,14 @@
 //! nowhere get an Event saying why.
 
 use crate::api::{ClusterApi, Kind};
+use crate::cache::Cache;
 use crate::catalog::instance_types;
 use crate::context::Ctx;
 use crate::{Action, Planner};
 use capstan_cloud::CloudProvider;
 use capstan_model::{InstanceType, Pod, labels};
 use capstan_sched::{InFlight, Snapshot, SnapshotBuilder, SolveInput};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The batch window.
@@ -53,6 +54,138 @@ impl Batch {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Provisioner {
     batch: Batch,
+    launched: LaunchedFor,
+}
+
+/// A pod still unbound this long after the node launched for it came up is looked at again.
+const BIND_GRACE: f64 = 30.0;
+/// After this many launches that did not get it, a pod gets no further node…
+const STRIKES: u32 = 2;
+/// …for this long, unless it or a NodePool changes first.
+const HOLD: f64 = 600.0;
+
+/// The runaway guard: pods capstan launched a node for, until they bind. A pod still unbound
+/// [`BIND_GRACE`] after that node came up is a suspect; if the next plan places it on that very
+/// node (capstan's model says it fits there, kube-scheduler did not bind it: a constraint
+/// capstan does not model, a volume's zone say), that launch is a strike and the pod gets an
+/// Event with kube-scheduler's message. After [`STRIKES`] strikes it gets no further node
+/// until it (its uid) or the NodePools change, or [`HOLD`] passes — rather than node after
+/// node it will never run on. A pod the plan sends elsewhere (its room was taken, a spread
+/// moved on) is no suspect any more.
+#[derive(Clone, Debug, Default)]
+struct LaunchedFor {
+    /// Pod key → (claim, pod uid): the launch it waits for.
+    claims: BTreeMap<String, (String, String)>,
+    /// Pod key → (its launched node, claim, pod uid).
+    suspects: BTreeMap<String, (String, String, String)>,
+    /// Pod key → (pod uid, strikes).
+    strikes: BTreeMap<String, (String, u32)>,
+    /// Pod key → (pod uid, NodePools fingerprint, since).
+    held: BTreeMap<String, (String, u64, f64)>,
+}
+
+impl LaunchedFor {
+    fn launched(&mut self, pod: &str, uid: &str, claim: &str) {
+        self.claims
+            .insert(pod.to_string(), (claim.to_string(), uid.to_string()));
+    }
+
+    /// Forgets pods that bound or went, ends holds, and turns launches whose node has been up
+    /// [`BIND_GRACE`] without the pod into suspects.
+    fn review(&mut self, cache: &Cache, provisionable: &BTreeSet<String>, now: f64) {
+        let live = |pod: &str, uid: &str| {
+            provisionable.contains(pod) && cache.pod(pod).is_some_and(|p| p.uid == uid)
+        };
+        let fingerprint = pools_fingerprint(cache);
+        self.held.retain(|pod, (uid, fp, since)| {
+            *fp == fingerprint && now - *since < HOLD && live(pod, uid)
+        });
+        let held = &self.held;
+        self.strikes
+            .retain(|pod, (uid, n)| live(pod, uid) && (*n < STRIKES || held.contains_key(pod)));
+        self.suspects.retain(|pod, (_, _, uid)| live(pod, uid));
+        let mut suspects = Vec::new();
+        self.claims.retain(|pod, (claim, uid)| {
+            if !live(pod, uid) {
+                return false;
+            }
+            let Some(c) = cache.claim(claim).filter(|c| !c.deleting()) else {
+                return false;
+            };
+            let Some(up) = c.status.initialized_at else {
+                return true;
+            };
+            if now - up < BIND_GRACE {
+                return true;
+            }
+            if let Some(node) = &c.status.node_name {
+                suspects.push((pod.clone(), (node.clone(), claim.clone(), uid.clone())));
+            }
+            false
+        });
+        self.suspects.extend(suspects);
+    }
+
+    /// After a plan, once no claim is in flight (until then kube-scheduler may rightly wait,
+    /// for a spread's other zones say): each suspect the plan placed on its launched node is
+    /// struck, with the Event's note; the other suspects are cleared.
+    fn judge(
+        &mut self,
+        cache: &Cache,
+        placed: &BTreeMap<String, String>,
+        now: f64,
+    ) -> Vec<(String, String)> {
+        let mut notes = Vec::new();
+        if cache
+            .claims()
+            .any(|c| !c.deleting() && !c.status.initialized())
+        {
+            return notes;
+        }
+        let fingerprint = pools_fingerprint(cache);
+        for (pod, (node, claim, uid)) in std::mem::take(&mut self.suspects) {
+            if placed.get(&pod) != Some(&node) {
+                continue;
+            }
+            let says = cache
+                .pod(&pod)
+                .and_then(|p| p.scheduling_message.clone())
+                .unwrap_or_else(|| "no message".into());
+            notes.push((
+                pod.clone(),
+                format!(
+                    "capstan launched {claim} (node {node}) for this pod and its model says the pod fits there, but kube-scheduler did not bind it: {says}"
+                ),
+            ));
+            let entry = self.strikes.entry(pod.clone()).or_insert((uid.clone(), 0));
+            entry.1 += 1;
+            if entry.1 >= STRIKES && !self.held.contains_key(&pod) {
+                self.held.insert(pod.clone(), (uid, fingerprint, now));
+                notes.push((
+                    pod,
+                    format!(
+                        "no further node is launched for this pod: {STRIKES} nodes launched for it did not get it; until it or a NodePool changes, or for {} minutes",
+                        HOLD / 60.0
+                    ),
+                ));
+            }
+        }
+        notes
+    }
+
+    fn holds(&self, pod: &str) -> bool {
+        self.held.contains_key(pod)
+    }
+}
+
+/// Changes whenever a NodePool does.
+fn pools_fingerprint(cache: &Cache) -> u64 {
+    let text = format!("{:?}", cache.nodepool_list());
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 impl Provisioner {
@@ -68,13 +201,14 @@ impl Provisioner {
             .filter(|c| !c.deleting() && !c.status.initialized())
             .map(|c| c.name.clone())
             .collect();
+        let provisionable = provisionable(cache, &cx.config.scheduler_names);
         cx.s.nominations
-            .retain(|pod, claim| live.contains(claim) && cache.pending().contains(pod));
-        let pending_keys: Vec<String> = cache
-            .pending()
-            .iter()
-            .filter(|k| !cx.s.nominations.contains_key(*k))
-            .cloned()
+            .retain(|pod, claim| live.contains(claim) && provisionable.contains(pod));
+        cx.s.unservable.retain(|pod| provisionable.contains(pod));
+        self.launched.review(cache, &provisionable, now);
+        let pending_keys: Vec<String> = provisionable
+            .into_iter()
+            .filter(|k| !cx.s.nominations.contains_key(k) && !self.launched.holds(k))
             .collect();
         let (idle, max) = (cx.config.batch_idle, cx.config.batch_max);
         if !self.batch.due(now, pending_keys.len(), idle, max) {
@@ -119,6 +253,15 @@ impl Provisioner {
                 }
             }
         }
+        let placed: BTreeMap<String, String> = plan
+            .existing
+            .iter()
+            .flat_map(|b| b.pods.iter().map(|&i| (pending[i].key(), b.node.clone())))
+            .collect();
+        for (pod, note) in self.launched.judge(cx.cache(), &placed, now) {
+            tracing::warn!(%pod, %note, "launched for, not bound");
+            cx.warn_once((Kind::Pod, pod), "NotBound", note).await;
+        }
         let mut created = 0;
         for nc in &plan.new_claims {
             let Some(pool) = pools.iter().find(|p| p.name == nc.nodepool) else {
@@ -140,9 +283,16 @@ impl Provisioner {
                 }
             }
         }
+        for (pod, claim) in &nominate {
+            if let Some(p) = cx.cache().pod(pod) {
+                self.launched.launched(pod, &p.uid, claim);
+            }
+        }
         cx.s.nominations.extend(nominate);
+        cx.s.unservable.clear();
         for u in &plan.unschedulable {
             let pod = pending[u.pod].key();
+            cx.s.unservable.insert(pod.clone());
             cx.warn_once((Kind::Pod, pod), "FailedScheduling", u.reason.clone())
                 .await;
         }
@@ -163,6 +313,16 @@ impl Provisioner {
             },
         );
     }
+}
+
+/// The pending pods capstan provisions for ([`Pod::is_provisionable`]).
+pub(crate) fn provisionable(cache: &Cache, schedulers: &[String]) -> BTreeSet<String> {
+    cache
+        .pending()
+        .iter()
+        .filter(|k| cache.pod(k).is_some_and(|p| p.is_provisionable(schedulers)))
+        .cloned()
+        .collect()
 }
 
 /// What the planner sees: nodes with their bound pods (summarized when nothing pending looks
@@ -201,6 +361,107 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_that_two_launched_nodes_with_room_did_not_get_is_held_until_it_changes() {
+        use crate::api::{Change, Meta, Object};
+        use capstan_model::{Node, NodeClaim};
+        let mut cache = Cache::default();
+        let mut rv = 0;
+        let mut put = |cache: &mut Cache, o: Object| {
+            rv += 1;
+            cache.apply(Change::Applied(
+                Meta {
+                    uid: "u".into(),
+                    resource_version: rv.to_string(),
+                },
+                o,
+            ));
+        };
+        let pod = |uid: &str| {
+            let mut p = Pod {
+                namespace: "default".into(),
+                name: "db".into(),
+                uid: uid.into(),
+                unschedulable: true,
+                scheduling_message: Some("1 node(s) had volume node affinity conflict".into()),
+                ..Default::default()
+            };
+            p.requests.cpu = 500;
+            p.requests.pods = 1;
+            Object::Pod(Arc::new(p))
+        };
+        let node = |name: &str| {
+            let mut n = Node {
+                name: name.into(),
+                ready: true,
+                ..Default::default()
+            };
+            n.allocatable.cpu = 2000;
+            n.allocatable.pods = 29;
+            Object::Node(Arc::new(n))
+        };
+        let claim = |name: &str, node: &str, up: Option<f64>| {
+            let mut c = NodeClaim {
+                name: name.into(),
+                ..Default::default()
+            };
+            c.status.node_name = Some(node.into());
+            c.status.initialized_at = up;
+            Object::NodeClaim(Arc::new(c))
+        };
+        let key = "default/db".to_string();
+        let pending: BTreeSet<String> = [key.clone()].into();
+        let on = |n: &str| -> BTreeMap<String, String> { [(key.clone(), n.to_string())].into() };
+        put(&mut cache, pod("p1"));
+        put(&mut cache, node("n1"));
+        put(&mut cache, claim("c1", "n1", Some(100.0)));
+        let mut g = LaunchedFor::default();
+        g.launched(&key, "p1", "c1");
+        g.review(&cache, &pending, 110.0);
+        assert!(
+            g.judge(&cache, &on("n1"), 110.0).is_empty(),
+            "within the grace"
+        );
+        g.review(&cache, &pending, 131.0);
+        let notes = g.judge(&cache, &on("n1"), 131.0);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].1.contains("volume node affinity conflict"),
+            "{notes:?}"
+        );
+        assert!(!g.holds(&key), "one strike");
+        // A second node, in flight: no judgement until it is up.
+        put(&mut cache, node("n2"));
+        put(&mut cache, claim("c2", "n2", None));
+        g.launched(&key, "p1", "c2");
+        g.review(&cache, &pending, 140.0);
+        assert!(g.judge(&cache, &on("n1"), 140.0).is_empty());
+        put(&mut cache, claim("c2", "n2", Some(150.0)));
+        g.review(&cache, &pending, 181.0);
+        // Sent elsewhere by the plan (its room taken, say): no strike.
+        let mut sent_elsewhere = g.clone();
+        assert!(sent_elsewhere.judge(&cache, &on("n1"), 181.0).is_empty());
+        assert!(!sent_elsewhere.holds(&key));
+        let notes = g.judge(&cache, &on("n2"), 181.0);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[1].1.contains("no further node"), "{notes:?}");
+        assert!(g.holds(&key));
+        g.review(&cache, &pending, 300.0);
+        assert!(g.holds(&key), "held");
+        // The pod is recreated (a new uid): the hold ends.
+        put(&mut cache, pod("p2"));
+        g.review(&cache, &pending, 310.0);
+        assert!(!g.holds(&key));
+        // And a hold ends after HOLD.
+        let mut h = LaunchedFor::default();
+        h.held
+            .insert(key.clone(), ("p2".into(), pools_fingerprint(&cache), 0.0));
+        h.review(&cache, &pending, HOLD - 1.0);
+        assert!(h.holds(&key));
+        h.review(&cache, &pending, HOLD);
+        assert!(!h.holds(&key));
+    }
 
     #[test]
     fn the_batch_closes_after_an_idle_second_or_at_its_maximum_age() {

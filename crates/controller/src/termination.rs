@@ -52,6 +52,28 @@ pub fn drain_order(mut pods: Vec<Arc<Pod>>) -> Vec<Arc<Pod>> {
     pods
 }
 
+/// A pod past its deletion deadline by this long is stuck (its kubelet is gone, say): the
+/// drain stops waiting for it, as Karpenter's does.
+pub const STUCK_TERMINATING: f64 = 60.0;
+
+/// Whether the instance waits for this pod to terminate: it is being deleted, not stuck, and
+/// neither the NodePool's terminationGracePeriod (counted from `since`) nor the cloud's
+/// `deadline` has passed. `wall` is Unix seconds, the rest clock seconds.
+pub fn still_terminating(
+    p: &Pod,
+    wall: f64,
+    now: f64,
+    since: f64,
+    grace: Option<f64>,
+    deadline: Option<f64>,
+) -> bool {
+    p.deleting
+        && p.deletion_deadline
+            .is_none_or(|d| wall < d + STUCK_TERMINATING)
+        && grace.is_none_or(|g| now - since < g)
+        && deadline.is_none_or(|d| now < d)
+}
+
 pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
     cx: &mut Ctx<'_, A, C>,
     now: f64,
@@ -60,9 +82,23 @@ pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
     let node = cx.cache().node_of_claim(c).map(|n| n.name.clone());
     if let Some(node) = &node {
         cx.set_disrupted_taint(node, true).await;
-        let pods = drain_order(cx.cache().workload_pods_on(node));
+        let on_node = cx.cache().workload_pods_on(node);
+        let pods = drain_order(on_node.clone());
         if !pods.is_empty() {
             drain(cx, now, c, pods).await;
+            return;
+        }
+        // The evicted pods run out their grace periods (preStop hooks included) on the node:
+        // the instance stays until they are gone.
+        let grace = cx
+            .cache()
+            .nodepool(&c.nodepool)
+            .and_then(|p| p.termination_grace_period_seconds)
+            .map(|g| g as f64);
+        let wall = cx.config.epoch_unix + now;
+        if on_node.iter().any(|p| {
+            still_terminating(p, wall, now, c.deleted_at.unwrap_or(now), grace, c.deadline)
+        }) {
             return;
         }
     }
@@ -170,6 +206,105 @@ async fn remove_node<A: ClusterApi, C: CloudProvider>(cx: &mut Ctx<'_, A, C>, no
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_instance_waits_for_evicted_pods_to_terminate_unless_stuck_or_out_of_time() {
+        let pod = |deleting: bool, deadline: Option<f64>| Pod {
+            deleting,
+            deletion_deadline: deadline,
+            ..Default::default()
+        };
+        // (pod, wall, now, since, grace, cloud deadline, waits)
+        let cases = [
+            (
+                "running",
+                pod(false, None),
+                1000.0,
+                100.0,
+                0.0,
+                None,
+                None,
+                false,
+            ),
+            (
+                "in its grace period",
+                pod(true, Some(1005.0)),
+                1000.0,
+                100.0,
+                0.0,
+                None,
+                None,
+                true,
+            ),
+            (
+                "just past it",
+                pod(true, Some(1005.0)),
+                1030.0,
+                100.0,
+                0.0,
+                None,
+                None,
+                true,
+            ),
+            (
+                "stuck",
+                pod(true, Some(1005.0)),
+                1066.0,
+                100.0,
+                0.0,
+                None,
+                None,
+                false,
+            ),
+            (
+                "no deadline known",
+                pod(true, None),
+                9999.0,
+                100.0,
+                0.0,
+                None,
+                None,
+                true,
+            ),
+            (
+                "past terminationGracePeriod",
+                pod(true, Some(1005.0)),
+                1000.0,
+                100.0,
+                0.0,
+                Some(60.0),
+                None,
+                false,
+            ),
+            (
+                "within terminationGracePeriod",
+                pod(true, Some(1005.0)),
+                1000.0,
+                100.0,
+                0.0,
+                Some(600.0),
+                None,
+                true,
+            ),
+            (
+                "past the cloud's deadline",
+                pod(true, Some(1005.0)),
+                1000.0,
+                100.0,
+                0.0,
+                None,
+                Some(90.0),
+                false,
+            ),
+        ];
+        for (case, p, wall, now, since, grace, deadline, want) in cases {
+            assert_eq!(
+                still_terminating(&p, wall, now, since, grace, deadline),
+                want,
+                "{case}"
+            );
+        }
+    }
 
     #[test]
     fn the_drain_is_forced_past_the_grace_period_or_near_the_clouds_deadline() {

@@ -5,9 +5,10 @@
 //! and the nodes that are [`Blocked`], with why:
 //!
 //! - **expiry** (`expireAfter`): forceful — no budget or do-not-disrupt stops it;
-//! - **drift**: the node no longer satisfies its NodePool's requirements, its NodePool's
-//!   template changed (hash annotation), or the provider reports drift;
-//! - **emptiness**: no pods but DaemonSet pods, after `consolidateAfter`;
+//! - **emptiness**: no pods but DaemonSet pods, `consolidateAfter` after the node's last pod
+//!   event;
+//! - **drift**, oldest node first: the node no longer satisfies its NodePool's requirements,
+//!   its NodePool's template changed (hash annotation), or the provider reports drift;
 //! - **consolidation** (`WhenEmptyOrUnderutilized`): several nodes at once (their pods onto
 //!   the rest plus cheaper replacements, Karpenter's multi-node consolidation, extended to
 //!   several replacements), then single nodes (delete, or replace with a cheaper node).
@@ -56,6 +57,9 @@ pub struct NodeInfo {
     pub created: Option<f64>,
     /// Drift the cloud provider reports.
     pub provider_drift: Option<String>,
+    /// Unix seconds of the last pod bound to or removed from the node (Karpenter's
+    /// `lastPodEventTime`); `consolidateAfter` counts from it, or from `created` without one.
+    pub last_pod_event: Option<f64>,
 }
 
 impl NodeInfo {
@@ -98,6 +102,7 @@ impl NodeInfo {
             price,
             created,
             provider_drift: None,
+            last_pod_event: None,
         }
     }
 
@@ -713,6 +718,14 @@ impl<'a> Engine<'a> {
         self.input.nodes[node].created.map(|c| self.input.now - c)
     }
 
+    /// Whether `consolidateAfter` has passed since the node's last pod event (or, without
+    /// one, since it was created).
+    fn settled(&self, node: usize, after: Option<u64>) -> bool {
+        let n = &self.input.nodes[node];
+        let since = n.last_pod_event.or(n.created);
+        after.is_some_and(|after| since.is_none_or(|t| self.input.now - t >= after as f64))
+    }
+
     fn drifted(&self, node: usize, pool: usize) -> Option<String> {
         let n = &self.input.nodes[node];
         let np = &self.input.nodepools[pool];
@@ -732,13 +745,21 @@ impl<'a> Engine<'a> {
                 return Some("nodepool template changed".into());
             }
         }
-        // A label the pool constrains whose value it no longer allows (the node's labels as
-        // requirements meet the pool's only where the pool's requirement has the value).
+        // Requirements are not in the hash: a node drifts on them only when it no longer
+        // satisfies them. A label the pool constrains whose value it no longer allows, or a
+        // custom label the pool now fixes (a launch would set it) that the node lacks. A
+        // well-known key the node lacks is one its instance type does not define, so a
+        // replacement would lack it too; an `Exists` the pods did not narrow sets no label.
         for r in np.requirements.iter() {
-            if let Some(v) = n.node.labels.get(&r.key) {
-                if !r.has(v) {
-                    return Some(format!("node no longer satisfies {r}"));
+            match n.node.labels.get(&r.key) {
+                Some(v) if !r.has(v) => return Some(format!("node no longer satisfies {r}")),
+                None if !capstan_model::labels::is_well_known(&r.key)
+                    && !r.is_complement()
+                    && r.values().len() == 1 =>
+                {
+                    return Some(format!("node lacks the label {r} requires"));
                 }
+                _ => {}
             }
         }
         None
@@ -777,10 +798,18 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         }
     }
 
-    // Drift, then emptiness: within budgets, PDBs and do-not-disrupt.
+    // Emptiness, then drift (Karpenter's order: an empty node costs nothing to remove), the
+    // oldest drifted node first: within budgets, PDBs and do-not-disrupt.
     let mut empty: Vec<usize> = Vec::new();
-    for reason in [Reason::Drifted, Reason::Empty] {
-        for &i in &managed {
+    let mut oldest_first = managed.clone();
+    oldest_first.sort_by(|&a, &b| {
+        let created = |i: usize| input.nodes[i].created.unwrap_or(f64::INFINITY);
+        created(a)
+            .total_cmp(&created(b))
+            .then_with(|| input.nodes[a].node.name.cmp(&input.nodes[b].node.name))
+    });
+    for (reason, order) in [(Reason::Empty, &managed), (Reason::Drifted, &oldest_first)] {
+        for &i in order {
             if e.taken.contains(&i) {
                 continue;
             }
@@ -788,12 +817,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             let np = &input.nodepools[p];
             let applies = match reason {
                 Reason::Drifted => e.drifted(i, p).is_some(),
-                _ => {
-                    e.movable_pods(i).is_empty()
-                        && np
-                            .consolidate_after_seconds
-                            .is_some_and(|after| e.age(i).is_none_or(|a| a >= after as f64))
-                }
+                _ => e.movable_pods(i).is_empty() && e.settled(i, np.consolidate_after_seconds),
             };
             if !applies {
                 continue;
@@ -835,19 +859,19 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             e.taken.insert(i);
             out.commands.push(c);
         }
-    }
-    if !empty.is_empty() {
-        match e.command(Reason::Empty, &empty, false, false) {
-            Some(c) => out.commands.push(c),
-            None => {
-                for &i in &empty {
-                    e.taken.remove(&i);
-                    let p = e.pool_of[i].expect("managed");
-                    *e.budget.get_mut(&(p, Reason::Empty)).expect("computed") += 1;
-                    blocked.insert(
-                        input.nodes[i].node.name.clone(),
-                        "its pods fit nowhere else".into(),
-                    );
+        if reason == Reason::Empty && !empty.is_empty() {
+            match e.command(Reason::Empty, &empty, false, false) {
+                Some(c) => out.commands.push(c),
+                None => {
+                    for &i in &empty {
+                        e.taken.remove(&i);
+                        let p = e.pool_of[i].expect("managed");
+                        *e.budget.get_mut(&(p, Reason::Empty)).expect("computed") += 1;
+                        blocked.insert(
+                            input.nodes[i].node.name.clone(),
+                            "its pods fit nowhere else".into(),
+                        );
+                    }
                 }
             }
         }
@@ -861,9 +885,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         .filter(|&i| {
             let np = &input.nodepools[e.pool_of[i].expect("managed")];
             np.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
-                && np
-                    .consolidate_after_seconds
-                    .is_some_and(|after| e.age(i).is_none_or(|a| a >= after as f64))
+                && e.settled(i, np.consolidate_after_seconds)
         })
         .collect();
     candidates.retain(|&i| match e.voluntary_block(i) {

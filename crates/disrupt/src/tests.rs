@@ -190,6 +190,28 @@ fn an_empty_node_is_deleted_after_consolidate_after() {
 }
 
 #[test]
+fn consolidate_after_counts_from_the_last_pod_event_not_the_nodes_age() {
+    let t = types();
+    let pools = [pool(json!({"disruption": {"consolidateAfter": "10m"}}))];
+    // (last pod event, minutes ago; the empty node is removed)
+    let cases = [
+        (None, true),
+        (Some(30.0), true),
+        (Some(10.0), true),
+        (Some(5.0), false),
+        (Some(0.0), false),
+    ];
+    for (ago, removed) in cases {
+        // A day old, so its age alone would allow it.
+        let mut n = node("a", "m7i.large", 24.0, &t);
+        n.last_pod_event = ago.map(|m: f64| NOW - m * 60.0);
+        let r = eval(&[n], &[], &[], &pools, &t);
+        let empty = r.commands.iter().any(|c| c.reason == Reason::Empty);
+        assert_eq!(empty, removed, "last pod event {ago:?} minutes ago: {r:#?}");
+    }
+}
+
+#[test]
 fn empty_nodes_go_in_one_command_as_far_as_the_budget_allows() {
     let t = types();
     let nodes: Vec<NodeInfo> = ["a", "b", "c", "d"]
@@ -345,6 +367,81 @@ fn a_node_that_no_longer_meets_its_nodepool_drifts() {
     let c = &r.commands[0];
     assert_eq!(c.reason, Reason::Drifted);
     assert!(t[c.replacements[0].instance_type].name.starts_with("m7i."));
+}
+
+#[test]
+fn requirement_drift_hits_only_nodes_that_no_longer_satisfy_the_requirements() {
+    let t = types();
+    let mut labelled = node("n", "m7i.large", 1.0, &t);
+    std::sync::Arc::make_mut(&mut labelled.node)
+        .labels
+        .insert("team".into(), "ml".into());
+    let bare = node("n", "m7i.large", 1.0, &t);
+    // (case, requirement, node, drifts)
+    let cases = [
+        (
+            "a value the pool still allows",
+            json!({"key": "team", "operator": "In", "values": ["ml", "web"]}),
+            &labelled,
+            false,
+        ),
+        (
+            "a value the pool no longer allows",
+            json!({"key": "team", "operator": "In", "values": ["web"]}),
+            &labelled,
+            true,
+        ),
+        (
+            "a custom label the pool now fixes, missing",
+            json!({"key": "team", "operator": "In", "values": ["ml"]}),
+            &bare,
+            true,
+        ),
+        (
+            "Exists on a custom label no pod narrowed",
+            json!({"key": "team", "operator": "Exists"}),
+            &bare,
+            false,
+        ),
+        (
+            "NotIn on a label the node lacks",
+            json!({"key": "team", "operator": "NotIn", "values": ["ml"]}),
+            &bare,
+            false,
+        ),
+        (
+            "DoesNotExist on a label the node has",
+            json!({"key": "team", "operator": "DoesNotExist"}),
+            &labelled,
+            true,
+        ),
+        (
+            "a well-known key the type does not define",
+            json!({"key": "karpenter.k8s.aws/instance-hypervisor", "operator": "In", "values": ["nitro"]}),
+            &bare,
+            false,
+        ),
+        (
+            "a family the pool still allows",
+            json!({"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i", "c7i"]}),
+            &bare,
+            false,
+        ),
+    ];
+    for (case, req, n, drifts) in cases {
+        let p = pool(
+            json!({"disruption": {"consolidateAfter": "Never"}, "template": {"spec": {"requirements": [req]}}}),
+        );
+        let r = eval(
+            std::slice::from_ref(n),
+            &[pod("p1", "n", 500, 1024)],
+            &[],
+            &[p],
+            &t,
+        );
+        let drifted = r.commands.iter().any(|c| c.reason == Reason::Drifted);
+        assert_eq!(drifted, drifts, "{case}: {r:#?}");
+    }
 }
 
 #[test]

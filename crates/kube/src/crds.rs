@@ -88,7 +88,16 @@ fn set(v: &mut Value, path: &[&str], key: &str, value: Value) {
 
 const DURATION: &str = r"^(([0-9]+(s|m|h))+|Never)$";
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
-const OPERATORS: [&str; 6] = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
+const OPERATORS: [&str; 8] = [
+    "In",
+    "NotIn",
+    "Exists",
+    "DoesNotExist",
+    "Gt",
+    "Lt",
+    "Gte",
+    "Lte",
+];
 const RESTRICTED_RULE: &str = "self in ['karpenter.sh/capacity-type', 'karpenter.sh/nodepool'] || !self.find(\"^([^/]+)\").endsWith(\"karpenter.sh\")";
 
 /// Karpenter's rules for requirements (NodePool templates and NodeClaims alike).
@@ -125,8 +134,8 @@ fn requirement_rules(v: &mut Value, reqs: &[&str]) {
     rule(
         v,
         reqs,
-        "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
-        "requirements operator 'Gt' or 'Lt' must have a single positive integer value",
+        "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
     );
     rule(
         v,

@@ -230,7 +230,17 @@ fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String,
     put(labels::REGION, region.to_string());
     put(labels::INSTANCE_CPU, e.vcpu.to_string());
     put(labels::INSTANCE_MEMORY, e.memory_mib.to_string());
-    put(labels::INSTANCE_GPU_COUNT, e.gpu_count.to_string());
+    // Karpenter's AWS provider labels GPUs, NVMe and accelerators only where the type has
+    // them: a type without is absent from `Exists`, present in `DoesNotExist`.
+    if e.gpu_count > 0 {
+        put(labels::INSTANCE_GPU_COUNT, e.gpu_count.to_string());
+        let maker = if gpu_resource == resources::AMD_GPU {
+            "amd"
+        } else {
+            "nvidia"
+        };
+        put(labels::INSTANCE_GPU_MANUFACTURER, maker.into());
+    }
     let (family, size) = match e.name.split_once('.') {
         Some((f, s)) => (f.to_string(), s.to_string()),
         None => (e.name.clone(), String::new()),
@@ -263,11 +273,18 @@ fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String,
     if let Some(b) = e.network_bandwidth_mbps {
         put(labels::INSTANCE_NETWORK_BANDWIDTH, b.to_string());
     }
-    if let Some(n) = e.local_nvme_gib {
+    if let Some(n) = e.local_nvme_gib.filter(|&n| n > 0) {
         put(labels::INSTANCE_LOCAL_NVME, n.to_string());
     }
-    if let Some(a) = &e.accelerator_name {
+    if let Some(a) = e
+        .accelerator_name
+        .as_ref()
+        .filter(|_| e.accelerator_count > 0)
+    {
         put(labels::INSTANCE_ACCELERATOR_NAME, a.clone());
+        if neuron {
+            put(labels::INSTANCE_ACCELERATOR_MANUFACTURER, "aws".into());
+        }
         put(
             labels::INSTANCE_ACCELERATOR_COUNT,
             e.accelerator_count.to_string(),
@@ -353,6 +370,35 @@ mod tests {
         assert_eq!(t.labels[labels::INSTANCE_FAMILY], "m7i");
         assert_eq!(t.labels[labels::INSTANCE_SIZE], "large");
         assert_eq!(t.labels[labels::INSTANCE_CATEGORY], "m");
+    }
+
+    #[test]
+    fn types_without_gpus_or_nvme_have_no_such_labels_rather_than_zero() {
+        let c = load(r#"{"instance_types":[
+            {"name":"m7i.large","arch":"amd64","vcpu":2,"memory_mib":8192,"max_pods":29,"gpu_count":0,"local_nvme_gib":0,"accelerator_count":0,"on_demand_price_usd_per_hour":0.1},
+            {"name":"g5.xlarge","arch":"amd64","vcpu":4,"memory_mib":16384,"max_pods":58,"gpu_count":1,"gpu_name":"a10g","local_nvme_gib":250,"on_demand_price_usd_per_hour":1.0},
+            {"name":"g4ad.xlarge","arch":"amd64","vcpu":4,"memory_mib":16384,"max_pods":8,"gpu_count":1,"gpu_name":"radeon-pro-v520","on_demand_price_usd_per_hour":0.4},
+            {"name":"inf2.xlarge","arch":"amd64","vcpu":4,"memory_mib":16384,"max_pods":58,"accelerator_count":1,"accelerator_name":"inferentia2","on_demand_price_usd_per_hour":0.7}]}"#).unwrap();
+        let label = |i: usize, k: &str| c.instance_types[i].labels.get(k).map(String::as_str);
+        // (type, key, value)
+        let cases = [
+            (0, labels::INSTANCE_GPU_COUNT, None),
+            (0, labels::INSTANCE_GPU_NAME, None),
+            (0, labels::INSTANCE_GPU_MANUFACTURER, None),
+            (0, labels::INSTANCE_LOCAL_NVME, None),
+            (0, labels::INSTANCE_ACCELERATOR_COUNT, None),
+            (1, labels::INSTANCE_GPU_COUNT, Some("1")),
+            (1, labels::INSTANCE_GPU_NAME, Some("a10g")),
+            (1, labels::INSTANCE_GPU_MANUFACTURER, Some("nvidia")),
+            (1, labels::INSTANCE_LOCAL_NVME, Some("250")),
+            (2, labels::INSTANCE_GPU_MANUFACTURER, Some("amd")),
+            (3, labels::INSTANCE_ACCELERATOR_NAME, Some("inferentia2")),
+            (3, labels::INSTANCE_ACCELERATOR_MANUFACTURER, Some("aws")),
+            (3, labels::INSTANCE_GPU_COUNT, None),
+        ];
+        for (i, key, want) in cases {
+            assert_eq!(label(i, key), want, "{} {key}", c.instance_types[i].name);
+        }
     }
 
     #[test]

@@ -383,6 +383,8 @@ fn operator_name(op: Operator) -> &'static str {
         Operator::DoesNotExist => "DoesNotExist",
         Operator::Gt => "Gt",
         Operator::Lt => "Lt",
+        Operator::Gte => "Gte",
+        Operator::Lte => "Lte",
     }
 }
 

@@ -355,7 +355,21 @@ pub fn pod(p: &core::Pod, warnings: &mut Vec<String>) -> Result<Pod, FieldError>
         .map(|(k, v)| (normalize_key(&k).into_owned(), v))
         .collect();
     out.phase = phase;
+    if let Some(st) = &p.status {
+        let verdict = st.conditions.iter().flatten().find(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        });
+        out.unschedulable = verdict.is_some();
+        out.scheduling_message = verdict.and_then(|c| c.message.clone());
+        out.nominated_node = st.nominated_node_name.clone().filter(|n| !n.is_empty());
+    }
     out.deleting = md.deletion_timestamp.is_some();
+    out.deletion_deadline = md
+        .deletion_timestamp
+        .as_ref()
+        .and_then(|t| crate::time::parse_rfc3339(&t.0.to_string()));
     out.owner_kind = owner.map(|o| o.kind.clone());
     out.owner_name = owner.map(|o| o.name.clone());
     Ok(out)
@@ -414,6 +428,14 @@ pub fn pod_spec(
         priority: spec.priority.unwrap_or(0),
         host_ports: ports,
         termination_grace_seconds: spec.termination_grace_period_seconds,
+        scheduling_gated: spec
+            .scheduling_gates
+            .as_ref()
+            .is_some_and(|g| !g.is_empty()),
+        scheduler_name: spec
+            .scheduler_name
+            .clone()
+            .filter(|n| !n.is_empty() && n != crate::pod::DEFAULT_SCHEDULER),
         ..Default::default()
     };
     if let Some(aff) = &spec.affinity {
@@ -736,6 +758,110 @@ mod tests {
         .unwrap();
         // max(1 + 0.2, 2 + 0.2) + 0.1
         assert_eq!(p.requests.cpu, 2300);
+    }
+
+    #[test]
+    fn only_pods_kube_scheduler_gave_up_on_are_provisionable() {
+        let unschedulable = serde_json::json!({"conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        ]});
+        let default = vec![crate::pod::DEFAULT_SCHEDULER.to_string()];
+        // (case, spec additions, metadata additions, status, provisionable)
+        let cases = [
+            (
+                "marked unschedulable",
+                serde_json::json!({}),
+                serde_json::json!({}),
+                unschedulable.clone(),
+                true,
+            ),
+            (
+                "not yet tried",
+                serde_json::json!({}),
+                serde_json::json!({}),
+                serde_json::json!({"phase": "Pending"}),
+                false,
+            ),
+            (
+                "another reason",
+                serde_json::json!({}),
+                serde_json::json!({}),
+                serde_json::json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulerError"}]}),
+                false,
+            ),
+            (
+                "scheduling-gated",
+                serde_json::json!({"schedulingGates": [{"name": "example.com/quota"}]}),
+                serde_json::json!({}),
+                unschedulable.clone(),
+                false,
+            ),
+            (
+                "preempting",
+                serde_json::json!({}),
+                serde_json::json!({}),
+                serde_json::json!({"nominatedNodeName": "n1", "conditions": unschedulable["conditions"]}),
+                false,
+            ),
+            (
+                "another scheduler",
+                serde_json::json!({"schedulerName": "volcano"}),
+                serde_json::json!({}),
+                unschedulable.clone(),
+                false,
+            ),
+            (
+                "the default scheduler by name",
+                serde_json::json!({"schedulerName": "default-scheduler"}),
+                serde_json::json!({}),
+                unschedulable.clone(),
+                true,
+            ),
+            (
+                "a static pod",
+                serde_json::json!({}),
+                serde_json::json!({"ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u", "controller": true}]}),
+                unschedulable.clone(),
+                false,
+            ),
+            (
+                "a DaemonSet's pod",
+                serde_json::json!({}),
+                serde_json::json!({"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}]}),
+                unschedulable.clone(),
+                false,
+            ),
+            (
+                "bound",
+                serde_json::json!({"nodeName": "n1"}),
+                serde_json::json!({}),
+                unschedulable.clone(),
+                false,
+            ),
+        ];
+        for (case, spec, meta, status, want) in cases {
+            let mut spec_v = serde_json::json!({"containers": [{"name": "c"}]});
+            spec_v
+                .as_object_mut()
+                .unwrap()
+                .extend(spec.as_object().unwrap().clone());
+            let mut meta_v = serde_json::json!({"name": "a", "namespace": "default"});
+            meta_v
+                .as_object_mut()
+                .unwrap()
+                .extend(meta.as_object().unwrap().clone());
+            let p =
+                pod_from(serde_json::json!({"metadata": meta_v, "spec": spec_v, "status": status}))
+                    .unwrap();
+            assert_eq!(p.is_provisionable(&default), want, "{case}");
+        }
+        let other = pod_from(serde_json::json!({
+            "metadata": {"name": "a"},
+            "spec": {"containers": [{"name": "c"}], "schedulerName": "volcano"},
+            "status": unschedulable,
+        }))
+        .unwrap();
+        assert!(other.is_provisionable(&["default-scheduler".into(), "volcano".into()]));
     }
 
     #[test]

@@ -25,6 +25,14 @@ pub const INSTANCE_NETWORK_BANDWIDTH: &str = "capstan.dev/instance-network-bandw
 pub const INSTANCE_LOCAL_NVME: &str = "capstan.dev/instance-local-nvme";
 pub const INSTANCE_ACCELERATOR_NAME: &str = "capstan.dev/instance-accelerator-name";
 pub const INSTANCE_ACCELERATOR_COUNT: &str = "capstan.dev/instance-accelerator-count";
+pub const INSTANCE_GPU_MANUFACTURER: &str = "capstan.dev/instance-gpu-manufacturer";
+pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str = "capstan.dev/instance-accelerator-manufacturer";
+pub const INSTANCE_EBS_BANDWIDTH: &str = "capstan.dev/instance-ebs-bandwidth";
+pub const INSTANCE_ENCRYPTION_IN_TRANSIT: &str =
+    "capstan.dev/instance-encryption-in-transit-supported";
+pub const INSTANCE_TENANCY: &str = "capstan.dev/instance-tenancy";
+pub const INSTANCE_CAPABILITY_FLEX: &str = "capstan.dev/instance-capability-flex";
+pub const ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
 /// Taint a node carries from registration until capstan has adopted it (Karpenter's key).
 pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
@@ -40,8 +48,10 @@ pub const DO_NOT_DISRUPT: &str = "capstan.dev/do-not-disrupt";
 pub const CAPACITY_SPOT: &str = "spot";
 pub const CAPACITY_ON_DEMAND: &str = "on-demand";
 
-/// Label keys every instance type defines a value for. A pod may require them even when a
-/// NodePool says nothing about them: the instance types narrow them.
+/// Label keys instance types define (Karpenter's well-known labels, AWS's included). A pod
+/// may require them even when a NodePool says nothing about them: the instance types narrow
+/// them. A type without the feature has no such label (no GPU: no `gpu-count`, not `"0"`), so
+/// `Exists` and `DoesNotExist` select what they select in Karpenter.
 pub const WELL_KNOWN: &[&str] = &[
     ARCH,
     OS,
@@ -66,6 +76,13 @@ pub const WELL_KNOWN: &[&str] = &[
     INSTANCE_LOCAL_NVME,
     INSTANCE_ACCELERATOR_NAME,
     INSTANCE_ACCELERATOR_COUNT,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_EBS_BANDWIDTH,
+    INSTANCE_ENCRYPTION_IN_TRANSIT,
+    INSTANCE_TENANCY,
+    INSTANCE_CAPABILITY_FLEX,
+    ZONE_ID,
     "node.kubernetes.io/windows-build",
     "beta.kubernetes.io/arch",
     "beta.kubernetes.io/os",

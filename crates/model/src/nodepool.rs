@@ -268,7 +268,7 @@ pub fn compile_requirements(
             FieldError::new(
                 format!("{f}.operator"),
                 format!(
-                    "unknown operator {:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)",
+                    "unknown operator {:?} (expected In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte)",
                     r.operator
                 ),
             )

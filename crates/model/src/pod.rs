@@ -145,7 +145,23 @@ pub struct Pod {
     pub preferred_anti_affinity: Vec<Weighted<PodAffinityTerm>>,
     pub host_ports: Vec<HostPort>,
     pub termination_grace_seconds: Option<i64>,
+    /// kube-scheduler's verdict: `PodScheduled=False` with reason `Unschedulable`.
+    pub unschedulable: bool,
+    /// That condition's message ("0/3 nodes are available: …").
+    pub scheduling_message: Option<String>,
+    /// `spec.schedulingGates` is not empty: no scheduler may place the pod yet.
+    pub scheduling_gated: bool,
+    /// `status.nominatedNodeName`: the pod is preempting lower-priority pods on that node.
+    pub nominated_node: Option<String>,
+    /// `spec.schedulerName` when it is not the default scheduler.
+    pub scheduler_name: Option<String>,
+    /// Unix seconds of `metadata.deletionTimestamp` on a deleted pod: when its grace period
+    /// ends and the kubelet kills what is left.
+    pub deletion_deadline: Option<f64>,
 }
+
+/// kube-scheduler's name, the `spec.schedulerName` of a pod that names none.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 impl Pod {
     /// `namespace/name`, as contracts print pods.
@@ -156,6 +172,25 @@ impl Pod {
     /// Pending: not bound, not finished, not being deleted.
     pub fn is_pending(&self) -> bool {
         self.node_name.is_none() && !self.phase.is_terminal() && !self.deleting
+    }
+
+    /// The scheduler that places this pod.
+    pub fn scheduler(&self) -> &str {
+        self.scheduler_name.as_deref().unwrap_or(DEFAULT_SCHEDULER)
+    }
+
+    /// Whether capstan provisions for this pod (Karpenter's `IsProvisionable`): pending, and
+    /// one of `schedulers` tried and gave up on it (`PodScheduled=False`, `Unschedulable`);
+    /// not scheduling-gated, not preempting (a nominated node), not a DaemonSet's or a
+    /// Node's (static) pod.
+    pub fn is_provisionable(&self, schedulers: &[String]) -> bool {
+        self.is_pending()
+            && self.unschedulable
+            && !self.scheduling_gated
+            && self.nominated_node.is_none()
+            && !self.is_daemonset_pod()
+            && self.owner_kind.as_deref() != Some("Node")
+            && schedulers.iter().any(|s| s == self.scheduler())
     }
 
     pub fn is_daemonset_pod(&self) -> bool {

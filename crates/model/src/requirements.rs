@@ -1,4 +1,5 @@
-//! Node-selector requirement algebra (In, NotIn, Exists, DoesNotExist, Gt, Lt), in the form
+//! Node-selector requirement algebra (In, NotIn, Exists, DoesNotExist, Gt, Lt, and Karpenter's
+//! inclusive Gte and Lte), in the form
 //! Karpenter uses: each requirement is a set of allowed values, either listed or the complement
 //! of a list, optionally bounded by Gt/Lt, with an optional `minValues`.
 
@@ -13,6 +14,9 @@ pub enum Operator {
     DoesNotExist,
     Gt,
     Lt,
+    /// Karpenter's inclusive bounds (NodePools and NodeClaims; `Gte 2` is `Gt 1`).
+    Gte,
+    Lte,
 }
 
 impl Operator {
@@ -24,6 +28,8 @@ impl Operator {
             "DoesNotExist" => Operator::DoesNotExist,
             "Gt" => Operator::Gt,
             "Lt" => Operator::Lt,
+            "Gte" => Operator::Gte,
+            "Lte" => Operator::Lte,
             _ => return None,
         })
     }
@@ -32,7 +38,9 @@ impl Operator {
 /// Why a requirement could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequirementError {
-    #[error("unknown operator {0:?} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)")]
+    #[error(
+        "unknown operator {0:?} (expected In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte)"
+    )]
     UnknownOperator(String),
     #[error("operator {op:?} takes {expected}, got {got} values")]
     ValueCount {
@@ -112,6 +120,18 @@ impl Requirement {
                 count("exactly one", vals.len() == 1)?;
                 let mut r = Requirement::exists(key);
                 r.less_than = Some(int(&vals[0])?);
+                r
+            }
+            Operator::Gte => {
+                count("exactly one", vals.len() == 1)?;
+                let mut r = Requirement::exists(key);
+                r.greater_than = Some(int(&vals[0])?.saturating_sub(1));
+                r
+            }
+            Operator::Lte => {
+                count("exactly one", vals.len() == 1)?;
+                let mut r = Requirement::exists(key);
+                r.less_than = Some(int(&vals[0])?.saturating_add(1));
                 r
             }
         })
@@ -211,7 +231,12 @@ impl Requirement {
             terms.push((Operator::NotIn, self.values.clone()));
         }
         if let Some(g) = self.greater_than {
-            terms.push((Operator::Gt, vec![g.to_string()]));
+            // `Gte 0` stays inclusive: Karpenter's CRDs take no negative bound.
+            if g < 0 {
+                terms.push((Operator::Gte, vec![(g + 1).to_string()]));
+            } else {
+                terms.push((Operator::Gt, vec![g.to_string()]));
+            }
         }
         if let Some(l) = self.less_than {
             terms.push((Operator::Lt, vec![l.to_string()]));
@@ -378,7 +403,7 @@ impl fmt::Display for Requirement {
             Operator::NotIn => write!(f, "{} NotIn [{}]", self.key, self.values.join(", ")),
             Operator::Exists => write!(f, "{} Exists", self.key),
             Operator::DoesNotExist => write!(f, "{} DoesNotExist", self.key),
-            Operator::Gt | Operator::Lt => {
+            Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
                 write!(f, "{}", self.key)?;
                 if let Some(g) = self.greater_than {
                     write!(f, " Gt {g}")?;
@@ -594,6 +619,21 @@ mod tests {
             (req("k", Lt, &["4"]), "3", true),
             (req("k", Lt, &["4"]), "-7", true),
             (req("k", Lt, &["4"]), "4", false),
+            (req("k", Gte, &["2"]), "2", true),
+            (req("k", Gte, &["2"]), "1", false),
+            (req("k", Gte, &["0"]), "0", true),
+            (req("k", Lte, &["8"]), "8", true),
+            (req("k", Lte, &["8"]), "9", false),
+            (
+                req("k", Gte, &["2"]).intersect(&req("k", Lte, &["2"])),
+                "2",
+                true,
+            ),
+            (
+                req("k", Gte, &["2"]).intersect(&req("k", Lte, &["2"])),
+                "3",
+                false,
+            ),
         ];
         for (r, v, want) in cases {
             assert_eq!(r.has(v), want, "{r} has {v}");
@@ -643,6 +683,19 @@ mod tests {
             assert_eq!(got.values(), values.as_slice(), "{a} ∩ {b}");
             let sym = b.intersect(&a);
             assert_eq!(sym.values(), values.as_slice(), "{b} ∩ {a} is symmetric");
+        }
+    }
+
+    #[test]
+    fn inclusive_bounds_are_written_as_manifests_take_them() {
+        // (requirement, terms)
+        let cases = [
+            (req("k", Gte, &["2"]), vec![(Gt, vec!["1".to_string()])]),
+            (req("k", Gte, &["0"]), vec![(Gte, vec!["0".to_string()])]),
+            (req("k", Lte, &["8"]), vec![(Lt, vec!["9".to_string()])]),
+        ];
+        for (r, terms) in cases {
+            assert_eq!(r.to_terms(), terms, "{r}");
         }
     }
 

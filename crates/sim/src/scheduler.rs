@@ -1,10 +1,11 @@
 //! kube-scheduler: binds pending pods to ready nodes that have room, with the scheduling
 //! core's predicates. Like kube-scheduler's unschedulable queue, a pod that did not fit waits
-//! until capacity changes (a node added or changed, a pod leaving a node) or a minute passes.
+//! until capacity changes (a node added or changed, a pod leaving a node) or a minute passes,
+//! and is marked `PodScheduled=False` (`Unschedulable`): only then does capstan see it.
 
 use crate::Sim;
 use capstan_controller::api::Object;
-use capstan_model::pod::PodPhase;
+use capstan_model::pod::{DEFAULT_SCHEDULER, PodPhase};
 use capstan_model::{Pod, Resources};
 use capstan_sched::{SnapshotBuilder, SolveInput, SolveOptions};
 use std::sync::Arc;
@@ -27,6 +28,7 @@ impl Sim {
             .iter()
             .filter(|k| !self.unschedulable.contains(*k))
             .filter_map(|k| self.view.pod(k))
+            .filter(|p| !p.scheduling_gated && p.scheduler() == DEFAULT_SCHEDULER)
             .cloned()
             .collect();
         if pending.is_empty() {
@@ -43,6 +45,10 @@ impl Sim {
         }
         let snapshot = b.build();
         if snapshot.nodes.is_empty() {
+            for p in &pending {
+                self.unschedulable.insert(p.key());
+                self.mark_unschedulable(p);
+            }
             return;
         }
         let plan = capstan_sched::solve(
@@ -59,12 +65,14 @@ impl Sim {
         );
         for u in &plan.unschedulable {
             self.unschedulable.insert(pending[u.pod].key());
+            self.mark_unschedulable(&pending[u.pod]);
         }
         for b in plan.existing {
             for i in b.pods {
                 let mut p = Pod::clone(&pending[i]);
                 p.node_name = Some(b.node.clone());
                 p.phase = PodPhase::Running;
+                p.unschedulable = false;
                 let key = p.key();
                 if let Some(&w) = self.pods.get(&key) {
                     let m = &mut self.members[w];
@@ -80,6 +88,16 @@ impl Sim {
                 }
                 self.api.put(Object::Pod(Arc::new(p)));
             }
+        }
+    }
+
+    /// Sets `PodScheduled=False` (`Unschedulable`) on a pod that did not fit, as kube-scheduler
+    /// does; capstan provisions only for such pods.
+    fn mark_unschedulable(&self, pod: &Pod) {
+        if !pod.unschedulable {
+            let mut p = pod.clone();
+            p.unschedulable = true;
+            self.api.put(Object::Pod(Arc::new(p)));
         }
     }
 }

@@ -12,6 +12,7 @@
 mod crds;
 mod drain;
 mod failover;
+mod pending;
 mod scale;
 mod selectors;
 mod whatif;
@@ -195,7 +196,7 @@ impl Cluster {
     }
 
     /// Removes everything a test may leave: capstan's objects (finalizers released first),
-    /// Nodes, the test namespaces, the Lease, Karpenter's NodePools.
+    /// Nodes, the test namespaces, PersistentVolumes, the Lease, Karpenter's NodePools.
     pub fn reset(&self) {
         for kind in ["nodeclaims.capstan.dev", "nodes"] {
             for o in self.items(&[kind]) {
@@ -227,6 +228,7 @@ impl Cluster {
             let _ = self.kubectl(&["delete", kind, "--all", "--wait=false"], None);
         }
         let _ = self.kubectl(&["delete", "nodes", "--all", "--wait=false"], None);
+        let _ = self.kubectl(&["delete", "pv", "--all", "--wait=false"], None);
         let _ = self.kubectl(
             &[
                 "delete",

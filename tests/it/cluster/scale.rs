@@ -12,8 +12,22 @@ fn two_hundred_replicas_on_an_empty_cluster_run_on_nodes_capstan_launched_at_the
     c.default_pool("");
     let ns = c.namespace("scale");
     c.deployment(&ns, "web", 200, "250m", "");
-    wait_for("200 pending pods", Duration::from_secs(60), || {
-        (c.phases(&ns, "web").len() == 200).then_some(())
+    // Pending as capstan counts it: kube-scheduler tried each and found no node.
+    wait_for("200 unschedulable pods", Duration::from_secs(60), || {
+        let marked = c
+            .items(&["pods", "-n", &ns, "-l", "app=web"])
+            .iter()
+            .filter(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|x| {
+                        x["type"] == "PodScheduled"
+                            && x["status"] == "False"
+                            && x["reason"] == "Unschedulable"
+                    })
+                })
+            })
+            .count();
+        (marked == 200).then_some(())
     });
     // What capstan would buy, asked before it runs (read-only).
     let out = c.capstan_cli(&["plan", "--output", "json"]);

@@ -9,8 +9,10 @@ use std::time::Duration;
 fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_impossible_pod_waits_with_an_event()
  {
     let c = Cluster::get();
+    // No consolidation: the impossible pod no longer holds disruption up, and a
+    // consolidation's replacement would blur the count of nodes bought for it.
     c.default_pool(
-        "      - {key: team, operator: In, values: [ml]}\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}",
+        "      - {key: team, operator: In, values: [ml]}\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}\n  disruption: {consolidateAfter: Never}",
     );
     let ns = c.namespace("selectors");
     c.deployment(
