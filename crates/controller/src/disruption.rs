@@ -289,6 +289,13 @@ impl Disruption {
         cmd: &Command,
         types: &[InstanceType],
     ) {
+        if cmd.reason.budgeted() {
+            if let Err(why) = budget_holds(cx, cmd, now).await {
+                tracing::info!(reason = ?cmd.reason, candidates = ?cmd.candidates, %why,
+                    "disruption not started: the budget no longer holds");
+                return;
+            }
+        }
         for node in &cmd.candidates {
             if !cx.set_disrupted_taint(node, true).await {
                 // Could not claim every candidate (a conflict or a lost lease): undo.
@@ -434,6 +441,63 @@ impl Disruption {
             cx.warn_once(regarding, reason, note).await;
         }
     }
+}
+
+/// Checks a budgeted command against the nodes as the API server holds them now, not as the
+/// cache last saw them: a process that was frozen, or whose watch lags, may hold a cache in
+/// which nodes interrupted or cordoned meanwhile are still healthy. One LIST of Nodes per
+/// command started; a failed read starts nothing.
+async fn budget_holds<A: ClusterApi, C: CloudProvider>(
+    cx: &Ctx<'_, A, C>,
+    cmd: &Command,
+    now: f64,
+) -> Result<(), String> {
+    let listing = cx
+        .api
+        .list(Kind::Node)
+        .await
+        .map_err(|e| format!("listing nodes: {e}"))?;
+    let nodes: Vec<Arc<capstan_model::Node>> = listing
+        .objects
+        .into_iter()
+        .filter_map(|(_, o)| match o {
+            crate::api::Object::Node(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let mut wanted: BTreeMap<String, i64> = BTreeMap::new();
+    for c in &cmd.candidates {
+        let n = nodes
+            .iter()
+            .find(|n| n.name == *c)
+            .ok_or_else(|| format!("node {c} is gone"))?;
+        if n.is_disrupting() {
+            return Err(format!("node {c} is already disrupting"));
+        }
+        if let Some(pool) = n.labels.get(labels::NODEPOOL) {
+            *wanted.entry(pool.clone()).or_default() += 1;
+        }
+    }
+    for (pool, want) in wanted {
+        let Some(np) = cx.cache().nodepool(&pool) else {
+            return Err(format!("nodepool {pool} is gone"));
+        };
+        let (total, disrupting) = nodes
+            .iter()
+            .filter(|n| n.labels.get(labels::NODEPOOL) == Some(&pool))
+            .fold((0i64, 0i64), |(t, d), n| {
+                (t + 1, d + i64::from(n.is_disrupting()))
+            });
+        let allowed = np
+            .budgets
+            .allows(cmd.reason, total, cx.config.epoch_unix + now);
+        if allowed != i64::MAX && disrupting + want > allowed {
+            return Err(format!(
+                "nodepool {pool}: {disrupting} nodes disrupting and {want} more would exceed the {allowed} its budget allows"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Creates the claim for a replacement: the pool's requirements pinned to the chosen type,
