@@ -192,6 +192,11 @@ impl PodEvents {
 }
 
 impl Disruption {
+    #[cfg(test)]
+    pub fn proposed(&self) -> Option<&Proposed> {
+        self.proposed.as_ref()
+    }
+
     pub fn busy(&self) -> bool {
         self.in_progress.is_some()
     }

@@ -485,3 +485,52 @@ fn a_spot_interruption_marks_its_offering_unavailable_so_the_replacement_goes_el
         );
     });
 }
+
+#[test]
+fn a_leader_resuming_from_a_freeze_starts_no_disruption_its_budget_no_longer_allows() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({"disruption": {
+            "consolidateAfter": "0s", "budgets": [{"nodes": "1"}]}})));
+        // Two pods that each need a node of their own.
+        w.pending_cpu("web-1", 1500);
+        w.pending_cpu("web-2", 1500);
+        w.run_a(12).await;
+        let nodes = w.nodes();
+        assert_eq!(nodes.len(), 2);
+        w.bind("web-1", &nodes[0].name);
+        w.bind("web-2", &nodes[1].name);
+        w.run_a(12).await;
+        // web-1 finishes: its node is empty, and `a` proposes removing it.
+        w.api.remove(Kind::Pod, "default/web-1");
+        for _ in 0..300 {
+            if w.a.disruption.proposed().is_some() {
+                break;
+            }
+            w.run_a(1).await;
+        }
+        let proposed = w.a.disruption.proposed().cloned().expect("a proposal");
+        assert_eq!(proposed.candidates, [nodes[0].name.clone()]);
+        // `a` freezes; meanwhile someone cordons the other node, which uses up the budget.
+        let now = w.nodes().into_iter().find(|n| n.name == nodes[1].name);
+        let mut other = Node::clone(&now.expect("the other node"));
+        other.unschedulable = true;
+        w.api.put(Object::Node(Arc::new(other)));
+        for _ in 0..11 {
+            w.tick();
+        }
+        // `a` resumes with its cache as it was: the proposal still holds there.
+        w.a.step_after_freeze().await;
+        let tainted: Vec<String> = w
+            .nodes()
+            .iter()
+            .filter(|n| n.has_disrupted_taint())
+            .map(|n| n.name.clone())
+            .collect();
+        assert!(tainted.is_empty(), "past the budget of 1: {tainted:?}");
+        assert!(
+            !actions(&mut w.a)
+                .iter()
+                .any(|a| matches!(a, Action::Disrupting { .. }))
+        );
+    });
+}
