@@ -1,5 +1,7 @@
 //! End-to-end tests of the `capstan` binary: one integration-test binary for the workspace.
 
+#[cfg(feature = "aws")]
+mod aws;
 mod bench;
 mod cloud;
 mod cluster;

@@ -30,6 +30,11 @@ pub struct ControllerArgs {
     pub kube_api_qps: u32,
     pub kube_api_burst: u32,
     pub scheduler_names: Vec<String>,
+    /// `--provider aws`: the EKS cluster's name (tags, user data), its endpoint, and the SQS
+    /// interruption queue (none: no interruption handling).
+    pub cluster_name: Option<String>,
+    pub cluster_endpoint: Option<String>,
+    pub interruption_queue: Option<String>,
 }
 
 fn hostname() -> String {
@@ -118,12 +123,6 @@ pub fn controller(args: ControllerArgs) -> anyhow::Result<()> {
 }
 
 async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
-    if args.provider != "fake" {
-        bail!(
-            "--provider {}: this build serves --provider fake (the AWS provider comes with its own issue)",
-            args.provider
-        );
-    }
     let client = capstan_kube::connect(args.kubeconfig.as_deref()).await?;
     let identity = args
         .identity
@@ -144,15 +143,6 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
     let throttle = Throttle::new(args.kube_api_qps, args.kube_api_burst);
     let api = Arc::new(KubeApi::new(client.clone(), settings));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let catalog = Catalog::builtin();
-    let fake = FakeCloud::new(FakeCloudConfig::default(), catalog.clone(), clock.clone());
-    let cloud = Arc::new(ClusterFakeCloud::new(
-        client.clone(),
-        throttle.clone(),
-        fake,
-        clock.clone(),
-    ));
-    let nodes = FakeNodes::new(client, throttle, catalog.instance_types, clock.clone());
     let config = Config {
         identity: identity.clone(),
         epoch_unix: 0.0,
@@ -163,7 +153,96 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         scheduler_names: args.scheduler_names.clone(),
         ..Default::default()
     };
-    let mut controller = Controller::new(api, cloud, clock, config);
+    match args.provider.as_str() {
+        "fake" => {
+            let catalog = Catalog::builtin();
+            let fake = FakeCloud::new(FakeCloudConfig::default(), catalog.clone(), clock.clone());
+            let cloud = Arc::new(ClusterFakeCloud::new(
+                client.clone(),
+                throttle.clone(),
+                fake,
+                clock.clone(),
+            ));
+            let nodes = FakeNodes::new(client, throttle, catalog.instance_types, clock.clone());
+            let controller = Controller::new(api, cloud, clock, config);
+            drive(controller, &args, Some(nodes)).await
+        }
+        #[cfg(feature = "aws")]
+        "aws" => {
+            let cluster_name = args
+                .cluster_name
+                .clone()
+                .context("--provider aws needs --cluster-name")?;
+            let classes = Arc::new(capstan_aws::NodeClassMap::default());
+            tokio::spawn(refresh_node_classes(client.clone(), classes.clone()));
+            let settings = capstan_aws::Settings {
+                cluster_name,
+                cluster_endpoint: args.cluster_endpoint.clone(),
+                interruption_queue: args.interruption_queue.clone(),
+                ..Default::default()
+            };
+            let cloud =
+                Arc::new(capstan_aws::AwsCloud::from_env(settings, classes, clock.clone()).await);
+            let controller = Controller::new(api, cloud, clock, config);
+            drive(controller, &args, None).await
+        }
+        other => bail!(
+            "--provider {other}: this build serves --provider fake{}",
+            if cfg!(feature = "aws") {
+                " and --provider aws"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
+/// Keeps the AWS provider's node classes in step with the cluster's AWSNodeClass objects
+/// (every 10 s); a node class whose spec does not load is left out and said once.
+#[cfg(feature = "aws")]
+async fn refresh_node_classes(client: kube::Client, classes: Arc<capstan_aws::NodeClassMap>) {
+    let mut said: std::collections::BTreeMap<String, String> = Default::default();
+    loop {
+        match capstan_kube::nodeclasses::aws_node_classes(&client).await {
+            Ok(listed) => {
+                let mut good = std::collections::BTreeMap::new();
+                for (kind, (name, spec)) in listed {
+                    let key = format!("{kind}/{name}");
+                    match spec {
+                        Ok(s) => {
+                            let ignored = format!("{:?}", s.unsupported_fields());
+                            if s.unsupported_fields().is_empty() {
+                                said.remove(&key);
+                            } else if said.get(&key) != Some(&ignored) {
+                                tracing::warn!(nodeclass = %key, fields = %ignored, "node class fields kept but not acted on");
+                                said.insert(key, ignored);
+                            }
+                            good.insert((kind.to_string(), name), s);
+                        }
+                        Err(e) => {
+                            if said.get(&key) != Some(&e) {
+                                tracing::warn!(nodeclass = %key, error = %e, "node class refused: nothing launches for it");
+                                said.insert(key, e);
+                            }
+                        }
+                    }
+                }
+                classes.set(good);
+            }
+            Err(e) => tracing::warn!(error = %e, "listing AWSNodeClasses"),
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+}
+
+/// Runs the passes until SIGTERM: every PASS, one controller step, and (for the fake cloud)
+/// its kubelets.
+async fn drive<C: capstan_cloud::CloudProvider>(
+    mut controller: Controller<KubeApi, C>,
+    args: &ControllerArgs,
+    nodes: Option<FakeNodes>,
+) -> anyhow::Result<()> {
+    let identity = controller.config().identity.clone();
     let health = Arc::new(Health::default());
     let serving = tokio::spawn(serve_health(args.health_addr.clone(), health.clone()));
     tracing::info!(%identity, provider = %args.provider, leader_elect = args.leader_elect, "capstan controller starting");
@@ -174,10 +253,12 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         // A pass is never cut short: the write in flight finishes before shutdown.
         controller.step().await;
         let now = SystemClock.now().as_secs_f64();
-        if controller.is_leader() && now - kubelets_at >= 0.5 {
-            kubelets_at = now;
-            if let Err(e) = nodes.reconcile().await {
-                tracing::warn!(error = %e, "fake nodes");
+        if let Some(nodes) = &nodes {
+            if controller.is_leader() && now - kubelets_at >= 0.5 {
+                kubelets_at = now;
+                if let Err(e) = nodes.reconcile().await {
+                    tracing::warn!(error = %e, "fake nodes");
+                }
             }
         }
         health.ready.store(controller.connected(), Ordering::SeqCst);

@@ -98,9 +98,20 @@ enum Command {
         /// Kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, then in-cluster).
         #[arg(long)]
         kubeconfig: Option<String>,
-        /// The cloud: `fake` (kwok-managed Nodes; the AWS provider comes with its own issue).
+        /// The cloud: `fake` (kwok-managed Nodes) or `aws` (EC2; the standard AWS SDK
+        /// configuration: `AWS_REGION`, the credentials chain, IRSA, `AWS_ENDPOINT_URL`).
         #[arg(long, default_value = "fake")]
         provider: String,
+        /// `--provider aws`: the EKS cluster's name (required).
+        #[arg(long = "cluster-name")]
+        cluster_name: Option<String>,
+        /// `--provider aws`: the cluster's API endpoint, for the nodes' user data.
+        #[arg(long = "cluster-endpoint")]
+        cluster_endpoint: Option<String>,
+        /// `--provider aws`: the SQS queue of interruption events (none: no interruption
+        /// handling).
+        #[arg(long = "interruption-queue")]
+        interruption_queue: Option<String>,
         /// Elect a leader through a Lease (`false`: this is the only replica).
         #[arg(long = "leader-elect", default_value_t = true, action = clap::ArgAction::Set)]
         leader_elect: bool,
@@ -883,6 +894,9 @@ fn consolidate(
 }
 
 fn main() -> ExitCode {
+    // kube's TLS (ring) and the AWS SDK's (aws-lc-rs) are both linked: say which one rustls
+    // uses for the process, or the first TLS connection panics.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     // In a simulation the controllers' warnings are about faults the simulator injects on
     // purpose; the summary counts them. `RUST_LOG` shows them.
@@ -1025,6 +1039,9 @@ fn main() -> ExitCode {
             kube_api_qps,
             kube_api_burst,
             scheduler_names,
+            cluster_name,
+            cluster_endpoint,
+            interruption_queue,
         } => capstan_cli::cluster_cmd::controller(capstan_cli::cluster_cmd::ControllerArgs {
             kubeconfig,
             provider,
@@ -1037,6 +1054,9 @@ fn main() -> ExitCode {
             kube_api_qps,
             kube_api_burst,
             scheduler_names,
+            cluster_name,
+            cluster_endpoint,
+            interruption_queue,
         }),
         Command::Crds { out } => crds(out.as_deref()),
         Command::Cloud {

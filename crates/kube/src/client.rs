@@ -19,6 +19,9 @@ pub enum ConnectError {
 
 /// A client from `kubeconfig` if given, else as kubectl finds one.
 pub async fn connect(kubeconfig: Option<&str>) -> Result<kube::Client, ConnectError> {
+    // With the AWS SDK linked too, rustls has two crypto providers and picks none: use ring,
+    // as kube is built with (a no-op when the process already chose one).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| {

@@ -255,6 +255,154 @@ fn nodeclaim_spec() -> Value {
     v
 }
 
+/// Karpenter's EC2NodeClass rules, on capstan's AWSNodeClass.
+fn awsnodeclass_spec() -> Value {
+    let mut v = schema::<capstan_model::awsnodeclass::AwsNodeClassSpec>();
+    set(
+        &mut v,
+        &["amiFamily"],
+        "enum",
+        json!([
+            "AL2",
+            "AL2023",
+            "Bottlerocket",
+            "Custom",
+            "Windows2019",
+            "Windows2022",
+            "Windows2025"
+        ]),
+    );
+    for (terms, id) in [
+        ("subnetSelectorTerms", r"subnet-[0-9a-z]+"),
+        ("securityGroupSelectorTerms", r"sg-[0-9a-z]+"),
+        ("amiSelectorTerms", r"ami-[0-9a-z]+"),
+    ] {
+        set(&mut v, &[terms], "maxItems", json!(30));
+        set(&mut v, &[terms], "minItems", json!(1));
+        set(&mut v, &[terms, "items", "id"], "pattern", json!(id));
+    }
+    rule(
+        &mut v,
+        &["subnetSelectorTerms", "items"],
+        "has(self.tags) || has(self.id)",
+        "expected at least one, got none, ['tags', 'id']",
+    );
+    rule(
+        &mut v,
+        &["subnetSelectorTerms", "items"],
+        "!has(self.id) || !has(self.tags)",
+        "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term",
+    );
+    rule(
+        &mut v,
+        &["securityGroupSelectorTerms", "items"],
+        "has(self.tags) || has(self.id) || has(self.name)",
+        "expected at least one, got none, ['tags', 'id', 'name']",
+    );
+    rule(
+        &mut v,
+        &["amiSelectorTerms", "items"],
+        "has(self.alias) || has(self.tags) || has(self.id) || has(self.name) || has(self.ssmParameter)",
+        "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']",
+    );
+    rule(
+        &mut v,
+        &["amiSelectorTerms", "items"],
+        "!has(self.alias) || (!has(self.id) && !has(self.tags) && !has(self.name) && !has(self.owner))",
+        "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",
+    );
+    let alias = ["amiSelectorTerms", "items", "alias"];
+    set(&mut v, &alias, "maxLength", json!(30));
+    set(&mut v, &alias, "pattern", json!(r"^[a-zA-Z0-9]+@.+$"));
+    rule(
+        &mut v,
+        &alias,
+        "self.split('@')[0] in ['al2','al2023','bottlerocket','windows2019','windows2022','windows2025']",
+        "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'",
+    );
+    for terms in [
+        "subnetSelectorTerms",
+        "securityGroupSelectorTerms",
+        "amiSelectorTerms",
+    ] {
+        set(
+            &mut v,
+            &[terms, "items", "tags"],
+            "maxProperties",
+            json!(20),
+        );
+    }
+    rule(
+        &mut v,
+        &["amiSelectorTerms"],
+        "!(self.exists(x, has(x.alias)) && self.size() != 1)",
+        "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
+    );
+    set(&mut v, &["blockDeviceMappings"], "maxItems", json!(50));
+    set(
+        &mut v,
+        &["blockDeviceMappings", "items", "ebs", "volumeType"],
+        "enum",
+        json!(["standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"]),
+    );
+    set(
+        &mut v,
+        &["metadataOptions", "httpTokens"],
+        "enum",
+        json!(["required", "optional"]),
+    );
+    for f in ["httpEndpoint", "httpProtocolIPv6"] {
+        set(
+            &mut v,
+            &["metadataOptions", f],
+            "enum",
+            json!(["enabled", "disabled"]),
+        );
+    }
+    set(&mut v, &["instanceStorePolicy"], "enum", json!(["RAID0"]));
+    let o = v.as_object_mut().expect("an object");
+    let mut rules = vec![json!({
+        "rule": "(has(self.role) && !has(self.instanceProfile)) || (!has(self.role) && has(self.instanceProfile))",
+        "message": "must specify exactly one of ['role', 'instanceProfile']"
+    })];
+    for (alias, family) in [
+        ("al2", "AL2"),
+        ("al2023", "AL2023"),
+        ("bottlerocket", "Bottlerocket"),
+        ("windows2019", "Windows2019"),
+        ("windows2022", "Windows2022"),
+        ("windows2025", "Windows2025"),
+    ] {
+        rules.push(json!({
+            "rule": format!("!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == '{alias}') ? (self.amiFamily == 'Custom' || self.amiFamily == '{family}') : true)"),
+            "message": format!("if set, amiFamily must be '{family}' or 'Custom' when using an {family} alias"),
+        }));
+    }
+    rules.push(json!({
+        "rule": "self.amiSelectorTerms.exists(x, has(x.alias)) || has(self.amiFamily)",
+        "message": "must specify amiFamily if amiSelectorTerms does not contain an alias"
+    }));
+    o.insert("x-kubernetes-validations".into(), json!(rules));
+    preserve_unknown(&mut v);
+    v
+}
+
+/// Free-form objects (the kubelet configuration, fields kept as written) as Kubernetes
+/// takes them: `x-kubernetes-preserve-unknown-fields` rather than `additionalProperties: true`.
+fn preserve_unknown(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.get("additionalProperties") == Some(&Value::Bool(true)) {
+                o.remove("additionalProperties");
+                o.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
+            }
+            o.values_mut().for_each(preserve_unknown);
+        }
+        Value::Array(a) => a.iter_mut().for_each(preserve_unknown),
+        _ => {}
+    }
+}
+
 fn columns(cols: &[Column]) -> Value {
     cols.iter()
         .map(|c| {
@@ -399,6 +547,42 @@ pub fn definitions() -> Vec<Value> {
             ],
         }),
         crd(Definition {
+            kind: "AWSNodeClass",
+            plural: "awsnodeclasses",
+            singular: "awsnodeclass",
+            spec: awsnodeclass_spec(),
+            status: schema::<capstan_model::awsnodeclass::AwsNodeClassStatus>(),
+            spec_required: true,
+            columns: vec![
+                col(
+                    "Ready",
+                    "string",
+                    ".status.conditions[?(@.type==\"Ready\")].status",
+                    0,
+                ),
+                col("Age", "date", ".metadata.creationTimestamp", 0),
+                col("Role", "string", ".spec.role", 1),
+            ],
+        }),
+        crd(Definition {
+            kind: "EC2NodeClass",
+            plural: "ec2nodeclasses",
+            singular: "ec2nodeclass",
+            spec: awsnodeclass_spec(),
+            status: schema::<capstan_model::awsnodeclass::AwsNodeClassStatus>(),
+            spec_required: true,
+            columns: vec![
+                col(
+                    "Ready",
+                    "string",
+                    ".status.conditions[?(@.type==\"Ready\")].status",
+                    0,
+                ),
+                col("Age", "date", ".metadata.creationTimestamp", 0),
+                col("Role", "string", ".spec.role", 1),
+            ],
+        }),
+        crd(Definition {
             kind: "FakeInstance",
             plural: "fakeinstances",
             singular: "fakeinstance",
@@ -470,7 +654,7 @@ mod tests {
     #[test]
     fn every_crd_parses_as_a_custom_resource_definition_with_a_status_subresource() {
         let crds = crds();
-        assert_eq!(crds.len(), 4);
+        assert_eq!(crds.len(), 6);
         for c in &crds {
             let v = &c.spec.versions[0];
             assert!(

@@ -10,6 +10,7 @@ pub mod client;
 pub mod convert;
 pub mod crds;
 pub mod fake;
+pub mod nodeclasses;
 pub mod resources;
 mod watch;
 pub mod whatif;

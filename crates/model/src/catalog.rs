@@ -3,7 +3,7 @@
 use crate::labels;
 use crate::requirements::Requirements;
 use crate::resources::{self, MIB, Resources};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Where and how an instance type can be bought.
@@ -59,7 +59,7 @@ pub enum CatalogError {
 }
 
 /// The shared catalog file: `{"meta": {...}, "instance_types": [...]}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogFile {
     #[serde(default)]
@@ -67,7 +67,7 @@ pub struct CatalogFile {
     pub instance_types: Vec<CatalogEntry>,
 }
 
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogEntry {
     pub name: String,
@@ -119,7 +119,7 @@ pub struct CatalogEntry {
     pub offerings: Option<Vec<CatalogOffering>>,
 }
 
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogOffering {
     pub zone: String,

@@ -3,6 +3,7 @@
 //! Kubernetes objects (k8s-openapi) are converted into compact forms at the edge
 //! ([`convert`], [`load`]); everything downstream reads only these forms.
 
+pub mod awsnodeclass;
 pub mod catalog;
 pub mod claim;
 pub mod convert;

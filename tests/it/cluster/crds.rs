@@ -72,3 +72,77 @@ fn every_nodepool_in_karpenters_examples_applies_and_an_invalid_one_is_refused_n
         "{err}"
     );
 }
+
+/// Karpenter's examples/v1 EC2NodeClasses, each document with only its group changed.
+fn karpenter_node_classes() -> Vec<(String, String)> {
+    let dir = std::path::PathBuf::from(script(&["karpenter"])).join("examples/v1");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for d in text
+            .split("\n---")
+            .filter(|d| d.lines().any(|l| l == "kind: EC2NodeClass"))
+        {
+            out.push((
+                path.file_name().unwrap().to_string_lossy().to_string(),
+                d.replace(
+                    "apiVersion: karpenter.k8s.aws/v1",
+                    "apiVersion: capstan.dev/v1",
+                ),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+#[ignore = "needs the local control plane (scripts/control-plane.sh up); bash .ci/run runs it"]
+fn every_ec2nodeclass_in_karpenters_examples_applies_with_only_its_group_changed_and_loads() {
+    let c = Cluster::get();
+    let classes = karpenter_node_classes();
+    assert!(classes.len() >= 15, "{} node classes", classes.len());
+    for (file, yaml) in &classes {
+        // As an EC2NodeClass under capstan.dev, and as an AWSNodeClass.
+        for doc in [
+            yaml.clone(),
+            yaml.replace("kind: EC2NodeClass", "kind: AWSNodeClass"),
+        ] {
+            let out = c.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&doc));
+            assert!(
+                out.status.success(),
+                "{file}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        // And the provider reads it: the spec loads and passes Karpenter's rules.
+        let v: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
+        let spec: capstan_model::awsnodeclass::AwsNodeClassSpec =
+            serde_json::from_value(v["spec"].clone()).unwrap_or_else(|e| panic!("{file}: {e}"));
+        spec.validate().unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+    // (change to a valid node class, what the refusal names)
+    let base = "apiVersion: capstan.dev/v1\nkind: AWSNodeClass\nmetadata: {name: bad}\nspec:\n  amiSelectorTerms: [{alias: al2023@latest}]\n  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]\n  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]\n";
+    let cases = [
+        (
+            "",
+            "must specify exactly one of ['role', 'instanceProfile']",
+        ),
+        (
+            "  role: r\n  amiFamily: AL2\n",
+            "amiFamily must be 'AL2023' or 'Custom' when using an AL2023 alias",
+        ),
+        (
+            "  role: r\n  metadataOptions: {httpTokens: sometimes}\n",
+            "spec.metadataOptions.httpTokens",
+        ),
+    ];
+    for (extra, names) in cases {
+        let yaml = format!("{base}{extra}");
+        let out = c.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&yaml));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra}: accepted");
+        assert!(err.contains(names), "{extra}: {err}");
+    }
+}

@@ -1,0 +1,55 @@
+//! AWSNodeClass objects as the AWS provider reads them (and Karpenter's EC2NodeClass, which
+//! has the same spec under `karpenter.k8s.aws/v1`).
+
+use crate::api::capstan_resource;
+use capstan_model::awsnodeclass::{AwsNodeClassSpec, KARPENTER_GROUP, KARPENTER_KIND};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+
+/// One node class as listed: its name and its spec, or why the spec does not load (the field
+/// named as `spec.…`).
+pub type Listed = (String, Result<AwsNodeClassSpec, String>);
+
+fn parse(o: &DynamicObject) -> Option<Listed> {
+    let name = o.metadata.name.clone()?;
+    let spec = o.data.get("spec").cloned().unwrap_or_default();
+    let parsed = serde_path_to_error::deserialize::<_, AwsNodeClassSpec>(spec)
+        .map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))
+        .and_then(|s| s.validate().map(|()| s).map_err(|e| e.to_string()));
+    Some((name, parsed))
+}
+
+/// Every `AWSNodeClass` and `EC2NodeClass` under `capstan.dev/v1`, by kind.
+pub async fn aws_node_classes(
+    client: &kube::Client,
+) -> Result<Vec<(&'static str, Listed)>, kube::Error> {
+    let mut out = Vec::new();
+    for (kind, plural) in [
+        ("AWSNodeClass", "awsnodeclasses"),
+        ("EC2NodeClass", "ec2nodeclasses"),
+    ] {
+        let api: Api<DynamicObject> =
+            Api::all_with(client.clone(), &capstan_resource(kind, plural));
+        let items = api.list(&ListParams::default()).await?.items;
+        out.extend(items.iter().filter_map(parse).map(|l| (kind, l)));
+    }
+    Ok(out)
+}
+
+/// Every Karpenter `EC2NodeClass` (`karpenter.k8s.aws/v1`), for the read-only what-if.
+pub async fn karpenter_node_classes(client: &kube::Client) -> Result<Vec<Listed>, kube::Error> {
+    let ar = ApiResource {
+        group: KARPENTER_GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{KARPENTER_GROUP}/v1"),
+        kind: KARPENTER_KIND.into(),
+        plural: "ec2nodeclasses".into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter_map(parse)
+        .collect())
+}
