@@ -15,20 +15,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const WHY: &str = "needs moto (scripts/moto.sh up); bash .ci/run starts it";
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+/// One test at a time uses moto (each resets it).
+pub static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn runtime() -> tokio::runtime::Runtime {
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime")
 }
 
-fn endpoint() -> String {
+pub fn endpoint() -> String {
     std::env::var("CAPSTAN_MOTO_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:5055".into())
 }
 
-async fn sdk() -> aws_config::SdkConfig {
+pub async fn sdk() -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new("us-east-1"))
         .endpoint_url(endpoint())
@@ -41,7 +42,7 @@ async fn sdk() -> aws_config::SdkConfig {
 }
 
 /// Wipes moto's state; panics (never passes) without moto.
-fn reset() {
+pub fn reset() {
     let out = std::process::Command::new("curl")
         .args([
             "-fsS",
@@ -73,7 +74,7 @@ fn discovery(resource: ResourceType) -> TagSpecification {
 
 /// A VPC with tagged subnets in us-east-1a and us-east-1b and a tagged security group; an
 /// x86_64 image moto serves. Returns the node class selecting them.
-async fn region(ec2: &aws_sdk_ec2::Client) -> AwsNodeClassSpec {
+pub async fn region(ec2: &aws_sdk_ec2::Client) -> AwsNodeClassSpec {
     let vpc = ec2
         .create_vpc()
         .cidr_block("10.0.0.0/16")

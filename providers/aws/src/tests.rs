@@ -435,3 +435,58 @@ fn provider_ids_round_trip_and_long_client_tokens_are_shortened() {
     assert!(client_token(&long, 0).len() <= 64);
     assert_ne!(client_token(&long, 0), client_token(&long, 1));
 }
+
+#[test]
+fn the_controller_iam_policy_allows_every_call_the_provider_makes() {
+    // Every AWS API the provider calls (grep the sources for `.send()` sites), and what
+    // CreateFleet needs besides (RunInstances and CreateTags on the resources it makes).
+    const CALLS: [&str; 16] = [
+        "ec2:CreateFleet",
+        "ec2:RunInstances",
+        "ec2:CreateTags",
+        "ec2:CreateLaunchTemplate",
+        "ec2:DescribeLaunchTemplates",
+        "ec2:TerminateInstances",
+        "ec2:DescribeInstances",
+        "ec2:DescribeImages",
+        "ec2:DescribeInstanceTypes",
+        "ec2:DescribeInstanceTypeOfferings",
+        "ec2:DescribeSecurityGroups",
+        "ec2:DescribeSpotPriceHistory",
+        "ec2:DescribeSubnets",
+        "sqs:GetQueueUrl",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+    ];
+    let policy: serde_json::Value =
+        serde_json::from_str(include_str!("../../../deploy/aws/controller-policy.json")).unwrap();
+    let mut allowed = BTreeSet::new();
+    for s in policy["Statement"].as_array().unwrap() {
+        match &s["Action"] {
+            serde_json::Value::String(a) => {
+                allowed.insert(a.clone());
+            }
+            serde_json::Value::Array(a) => {
+                allowed.extend(a.iter().filter_map(|x| x.as_str().map(String::from)));
+            }
+            _ => {}
+        }
+        assert!(s.get("Resource").is_some(), "{s}");
+    }
+    for call in CALLS {
+        assert!(allowed.contains(call), "{call} is not allowed");
+    }
+    assert!(allowed.contains("iam:PassRole"));
+    // Mutations are scoped by the cluster's ownership tag.
+    for s in policy["Statement"].as_array().unwrap() {
+        let actions = s["Action"].to_string();
+        if actions.contains("TerminateInstances") || actions.contains("CreateTags") {
+            assert!(
+                s["Condition"]
+                    .to_string()
+                    .contains("kubernetes.io/cluster/${CLUSTER_NAME}"),
+                "{s}"
+            );
+        }
+    }
+}

@@ -9,6 +9,8 @@
 //! They share one cluster, so they run one at a time (a lock) and each starts from a clean
 //! cluster.
 
+#[cfg(feature = "aws")]
+mod aws;
 mod crds;
 mod drain;
 mod failover;
@@ -223,6 +225,8 @@ impl Cluster {
             "nodepools.capstan.dev",
             "fakenodeclasses.capstan.dev",
             "fakeinstances.capstan.dev",
+            "awsnodeclasses.capstan.dev",
+            "ec2nodeclasses.capstan.dev",
             "nodepools.karpenter.sh",
         ] {
             let _ = self.kubectl(&["delete", kind, "--all", "--wait=false"], None);
@@ -286,7 +290,17 @@ impl Cluster {
         self.spawn_capstan(name, extra, &filter)
     }
 
+    /// Starts `capstan controller` with extra environment variables.
+    pub fn capstan_env(&self, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Capstan {
+        let filter = std::env::var("CAPSTAN_E2E_LOG").unwrap_or_else(|_| "info".into());
+        self.spawn(name, extra, &filter, env)
+    }
+
     fn spawn_capstan(&self, name: &str, extra: &[&str], filter: &str) -> Capstan {
+        self.spawn(name, extra, filter, &[])
+    }
+
+    fn spawn(&self, name: &str, extra: &[&str], filter: &str, env: &[(&str, &str)]) -> Capstan {
         let dir = repo().join("target/e2e-logs");
         std::fs::create_dir_all(&dir).expect("a log dir");
         let log = dir.join(format!("{name}.log"));
@@ -310,6 +324,7 @@ impl Cluster {
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
             .args(&args)
+            .envs(env.iter().copied())
             .env("RUST_LOG", filter)
             .stdout(Stdio::null())
             .stderr(file)
