@@ -41,9 +41,9 @@ pub struct AwsNodeClassSpec {
     pub associate_public_ip_address: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detailed_monitoring: Option<bool>,
-    /// The kubelet settings: `maxPods`, `podsPerCore`, `kubeReserved`, `systemReserved` and
-    /// `evictionHard` change allocatable; every other KubeletConfiguration field is passed
-    /// through to the user data as written.
+    /// The kubelet settings (KubeletConfiguration fields): `maxPods`, `podsPerCore`,
+    /// `kubeReserved`, `systemReserved` and `evictionHard` change allocatable; for AL2023 all of
+    /// them reach nodeadm's kubelet config in the user data as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(with = "Option<BTreeMap<String, Value>>"))]
     pub kubelet: Option<BTreeMap<String, Value>>,

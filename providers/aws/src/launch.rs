@@ -122,15 +122,26 @@ pub fn user_data(
         Some("AL2023") => {
             let endpoint = settings.cluster_endpoint.clone().unwrap_or_default();
             let ca = settings.cluster_ca.clone().unwrap_or_default();
+            // The node class's kubelet settings go through as nodeadm's kubelet config (JSON
+            // is YAML).
+            let config = spec
+                .kubelet
+                .as_ref()
+                .filter(|k| !k.is_empty())
+                .map(|k| {
+                    format!(
+                        "    config: {}\n",
+                        serde_json::to_string(k).expect("kubelet settings serialize")
+                    )
+                })
+                .unwrap_or_default();
+            let cidr = settings
+                .service_cidr
+                .clone()
+                .unwrap_or_else(|| "10.100.0.0/16".into());
             let node_config = format!(
-                "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: {}\n    apiServerEndpoint: {}\n    certificateAuthority: {}\n    cidr: {}\n  kubelet:\n    flags:\n    - --node-labels={}\n    - --register-with-taints={}\n",
+                "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: {}\n    apiServerEndpoint: {endpoint}\n    certificateAuthority: {ca}\n    cidr: {cidr}\n  kubelet:\n{config}    flags:\n    - --node-labels={}\n    - --register-with-taints={}\n",
                 settings.cluster_name,
-                endpoint,
-                ca,
-                settings
-                    .service_cidr
-                    .clone()
-                    .unwrap_or_else(|| "10.100.0.0/16".into()),
                 label_arg.join(","),
                 all_taints.join(","),
             );
@@ -503,6 +514,44 @@ mod tests {
         for other in [b, c, d] {
             assert_ne!(a.name("demo"), other.name("demo"), "{other:?}");
         }
+    }
+
+    #[test]
+    fn al2023_user_data_registers_with_the_labels_taints_and_kubelet_settings() {
+        let spec: AwsNodeClassSpec = serde_json::from_value(serde_json::json!({
+            "role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}],
+            "userData": "#!/bin/bash\necho hi",
+            "kubelet": {"maxPods": 110, "imageGCHighThresholdPercent": 85}
+        }))
+        .unwrap();
+        let settings = Settings {
+            cluster_name: "demo".into(),
+            cluster_endpoint: Some("https://demo".into()),
+            ..Default::default()
+        };
+        let labels = BTreeMap::from([("team".to_string(), "a".to_string())]);
+        let taints = vec![Taint {
+            key: "dedicated".into(),
+            value: "gpu".into(),
+            effect: capstan_model::taints::Effect::NoSchedule,
+        }];
+        let ud = user_data(&spec, &settings, &labels, &taints).unwrap();
+        for want in [
+            "Content-Type: multipart/mixed",
+            "echo hi",
+            "kind: NodeConfig",
+            "name: demo",
+            "apiServerEndpoint: https://demo",
+            "--node-labels=team=a",
+            "--register-with-taints=karpenter.sh/unregistered:NoExecute,dedicated=gpu:NoSchedule",
+            r#"config: {"imageGCHighThresholdPercent":85,"maxPods":110}"#,
+        ] {
+            assert!(ud.contains(want), "{want} in {ud}");
+        }
+        let mut windows = spec.clone();
+        windows.ami_selector_terms[0].alias = Some("windows2022@latest".into());
+        assert!(user_data(&windows, &settings, &labels, &taints).is_err());
     }
 
     #[test]
