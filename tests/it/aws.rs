@@ -490,3 +490,53 @@ async fn interruptions() {
         "both messages are deleted: the handled one on ack, the malformed one at once"
     );
 }
+
+#[test]
+#[ignore = "needs moto (scripts/moto.sh up); bash .ci/run starts it"]
+fn capstan_catalog_from_aws_writes_the_regions_types_in_the_shared_format() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    reset();
+    let dir = std::env::temp_dir().join(format!("capstan-catalog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("catalog.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["catalog", "--from-aws", "--out", path.to_str().unwrap()])
+        .env("AWS_ENDPOINT_URL", endpoint())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .expect("capstan runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let file: capstan_model::catalog::CatalogFile = serde_json::from_str(&text).unwrap();
+    assert!(
+        file.instance_types.len() > 1000,
+        "{}",
+        file.instance_types.len()
+    );
+    let catalog = capstan_model::Catalog::from_file(file).expect("a loadable catalog");
+    assert_eq!(catalog.region, "us-east-1");
+    let large = catalog.get("m5.large").expect("m5.large");
+    assert_eq!((large.allocatable.cpu, large.capacity.pods), (1930, 29));
+    assert!(
+        large
+            .offerings
+            .iter()
+            .any(|o| o.zone == "us-east-1a" && o.capacity_type == "spot"),
+        "{:?}",
+        large.offerings
+    );
+    assert!(
+        large
+            .offerings
+            .iter()
+            .any(|o| o.capacity_type == "on-demand" && o.price == 0.096)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -139,6 +139,15 @@ enum Command {
         #[arg(long = "scheduler-name", default_value = "default-scheduler")]
         scheduler_names: Vec<String>,
     },
+    /// Writes an instance-type catalog in the shared format (`--from-aws`: from EC2 in
+    /// `AWS_REGION`, with the standard AWS SDK configuration).
+    Catalog {
+        #[arg(long = "from-aws", required = true)]
+        from_aws: bool,
+        /// Where to write it (default: stdout).
+        #[arg(long)]
+        out: Option<String>,
+    },
     /// Prints every CRD capstan serves (multi-document YAML), or writes one file each to DIR.
     Crds {
         #[arg(long)]
@@ -893,6 +902,39 @@ fn consolidate(
     }
 }
 
+#[cfg(feature = "aws")]
+fn catalog_from_aws(out: Option<&str>) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let file = rt.block_on(async {
+        let cloud = capstan_aws::AwsCloud::from_env(
+            capstan_aws::Settings::default(),
+            std::sync::Arc::new(capstan_aws::NodeClassMap::default()),
+            std::sync::Arc::new(capstan_cloud::SystemClock),
+        )
+        .await;
+        cloud.region_catalog().await
+    })?;
+    let text = serde_json::to_string_pretty(&file)?;
+    match out {
+        Some(path) => {
+            std::fs::write(path, text + "\n").with_context(|| format!("writing {path}"))?;
+            eprintln!("wrote {path}: {} instance types", file.instance_types.len());
+        }
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{text}")?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "aws"))]
+fn catalog_from_aws(_out: Option<&str>) -> anyhow::Result<()> {
+    anyhow::bail!("--from-aws: this build has no AWS provider (the `aws` feature)")
+}
+
 fn main() -> ExitCode {
     // kube's TLS (ring) and the AWS SDK's (aws-lc-rs) are both linked: say which one rustls
     // uses for the process, or the first TLS connection panics.
@@ -1059,6 +1101,7 @@ fn main() -> ExitCode {
             interruption_queue,
         }),
         Command::Crds { out } => crds(out.as_deref()),
+        Command::Catalog { from_aws: _, out } => catalog_from_aws(out.as_deref()),
         Command::Cloud {
             which:
                 CloudCommand::Check {

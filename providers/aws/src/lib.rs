@@ -507,6 +507,41 @@ impl AwsCloud {
         Ok((out, catalog))
     }
 
+    /// The region's catalog in the shared file format: every type EC2 describes, offered
+    /// on-demand and spot in every zone that offers it, with Karpenter's allocatable, spot
+    /// prices from the price history and on-demand prices from the catalog snapshot.
+    pub async fn region_catalog(&self) -> Result<CatalogFile, CloudError> {
+        let (entries, zones) = self.described_types().await?;
+        let spot = self.spot_prices().await?;
+        let empty = BTreeSet::new();
+        let instance_types = entries
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                let z = zones.get(&e.name).unwrap_or(&empty);
+                e.offerings = Some(catalog::offerings(
+                    &e.name,
+                    z,
+                    e.on_demand_price_usd_per_hour,
+                    &spot,
+                ));
+                e
+            })
+            .collect();
+        Ok(CatalogFile {
+            meta: Some(serde_json::json!({
+                "region": self.region(),
+                "sources": {
+                    "specs": "EC2 DescribeInstanceTypes and DescribeInstanceTypeOfferings",
+                    "allocatable": "Karpenter's default overhead (kube-reserved, eviction threshold, VM memory overhead 7.5%, ENI-limited pods)",
+                    "spot_prices": "EC2 DescribeSpotPriceHistory (Linux/UNIX, newest per type and zone)",
+                    "on_demand_prices": "capstan's built-in catalog snapshot (us-east-1)"
+                }
+            })),
+            instance_types,
+        })
+    }
+
     fn region(&self) -> String {
         self.ec2
             .config()
