@@ -174,15 +174,16 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
                 .clone()
                 .context("--provider aws needs --cluster-name")?;
             let classes = Arc::new(capstan_aws::NodeClassMap::default());
-            tokio::spawn(refresh_node_classes(client.clone(), classes.clone()));
             let settings = capstan_aws::Settings {
                 cluster_name,
                 cluster_endpoint: args.cluster_endpoint.clone(),
                 interruption_queue: args.interruption_queue.clone(),
                 ..Default::default()
             };
-            let cloud =
-                Arc::new(capstan_aws::AwsCloud::from_env(settings, classes, clock.clone()).await);
+            let cloud = Arc::new(
+                capstan_aws::AwsCloud::from_env(settings, classes.clone(), clock.clone()).await,
+            );
+            tokio::spawn(refresh_node_classes(client.clone(), classes, cloud.clone()));
             let controller = Controller::new(api, cloud, clock, config);
             drive(controller, &args, None).await
         }
@@ -197,33 +198,92 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Keeps the AWS provider's node classes in step with the cluster's AWSNodeClass objects
-/// (every 10 s); a node class whose spec does not load is left out and said once.
+/// Keeps the AWS provider's node classes in step with the cluster's AWSNodeClass and
+/// EC2NodeClass objects (every 10 s), and writes each one's status: what its selectors
+/// resolve to and `Ready`. One whose spec does not load, or whose selectors match nothing,
+/// gets `Ready=False` with the reason and nothing launches for it (fail closed).
 #[cfg(feature = "aws")]
-async fn refresh_node_classes(client: kube::Client, classes: Arc<capstan_aws::NodeClassMap>) {
-    let mut said: std::collections::BTreeMap<String, String> = Default::default();
+async fn refresh_node_classes(
+    client: kube::Client,
+    classes: Arc<capstan_aws::NodeClassMap>,
+    cloud: Arc<capstan_aws::AwsCloud>,
+) {
+    use capstan_model::awsnodeclass::AwsNodeClassStatus;
+    use capstan_model::nodepool::Condition;
+    let mut written: std::collections::BTreeMap<String, AwsNodeClassStatus> = Default::default();
     loop {
         match capstan_kube::nodeclasses::aws_node_classes(&client).await {
             Ok(listed) => {
                 let mut good = std::collections::BTreeMap::new();
                 for (kind, (name, spec)) in listed {
                     let key = format!("{kind}/{name}");
-                    match spec {
+                    let (mut status, ready, reason, message) = match spec {
+                        Err(e) => (AwsNodeClassStatus::default(), false, "InvalidSpec", e),
                         Ok(s) => {
-                            let ignored = format!("{:?}", s.unsupported_fields());
-                            if s.unsupported_fields().is_empty() {
-                                said.remove(&key);
-                            } else if said.get(&key) != Some(&ignored) {
-                                tracing::warn!(nodeclass = %key, fields = %ignored, "node class fields kept but not acted on");
-                                said.insert(key, ignored);
+                            let ignored = s.unsupported_fields();
+                            let note = if ignored.is_empty() {
+                                String::new()
+                            } else {
+                                format!("kept but not acted on: {}", ignored.join(", "))
+                            };
+                            match cloud.resolved(&s).await {
+                                Ok(r) => {
+                                    good.insert((kind.to_string(), name.clone()), s.clone());
+                                    let status = AwsNodeClassStatus {
+                                        subnets: r.subnets.clone(),
+                                        security_groups: r.security_groups.clone(),
+                                        amis: r.amis.clone(),
+                                        instance_profile: s
+                                            .instance_profile
+                                            .clone()
+                                            .or_else(|| s.role.clone()),
+                                        conditions: vec![],
+                                    };
+                                    (status, true, "Ready", note)
+                                }
+                                Err(e) => (
+                                    AwsNodeClassStatus::default(),
+                                    false,
+                                    "ResolutionFailed",
+                                    e.to_string(),
+                                ),
                             }
-                            good.insert((kind.to_string(), name), s);
+                        }
+                    };
+                    let previous = written.get(&key);
+                    let cond_status = if ready { "True" } else { "False" };
+                    let same = previous
+                        .and_then(|p| p.conditions.first())
+                        .is_some_and(|c| {
+                            c.status == cond_status && c.reason == reason && c.message == message
+                        });
+                    let since = previous
+                        .and_then(|p| p.conditions.first())
+                        .filter(|c| c.status == cond_status)
+                        .map(|c| c.last_transition_time.clone())
+                        .unwrap_or_else(|| {
+                            capstan_model::time::format_rfc3339(SystemClock.now().as_secs_f64())
+                        });
+                    status.conditions = vec![Condition {
+                        type_: "Ready".into(),
+                        status: cond_status.into(),
+                        reason: reason.into(),
+                        message: message.clone(),
+                        last_transition_time: since,
+                    }];
+                    if same && previous == Some(&status) {
+                        continue;
+                    }
+                    if !ready {
+                        tracing::warn!(nodeclass = %key, %reason, %message, "node class not ready: nothing launches for it");
+                    }
+                    match capstan_kube::nodeclasses::set_status(&client, kind, &name, &status).await
+                    {
+                        Ok(()) => {
+                            written.insert(key, status);
                         }
                         Err(e) => {
-                            if said.get(&key) != Some(&e) {
-                                tracing::warn!(nodeclass = %key, error = %e, "node class refused: nothing launches for it");
-                                said.insert(key, e);
-                            }
+                            tracing::warn!(nodeclass = %key, error = %e, "writing node class status")
                         }
                     }
                 }

@@ -53,3 +53,26 @@ pub async fn karpenter_node_classes(client: &kube::Client) -> Result<Vec<Listed>
         .filter_map(parse)
         .collect())
 }
+
+/// Writes a node class's status (merge patch on the status subresource).
+pub async fn set_status(
+    client: &kube::Client,
+    kind: &str,
+    name: &str,
+    status: &capstan_model::awsnodeclass::AwsNodeClassStatus,
+) -> Result<(), kube::Error> {
+    let plural = if kind == KARPENTER_KIND {
+        "ec2nodeclasses"
+    } else {
+        "awsnodeclasses"
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &capstan_resource(kind, plural));
+    let body = serde_json::json!({ "status": status });
+    api.patch_status(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(body),
+    )
+    .await
+    .map(|_| ())
+}

@@ -201,6 +201,40 @@ spec:
         "{node}"
     );
 
+    // The node class's status: what its selectors resolved to, and Ready; one whose
+    // selectors match nothing is not Ready and says why.
+    let mut nothing = class.clone();
+    nothing["metadata"]["name"] = json!("nothing");
+    nothing["spec"]["subnetSelectorTerms"] =
+        json!([{"tags": {"karpenter.sh/discovery": "nobody"}}]);
+    c.apply(&nothing.to_string());
+    let ready = |name: &str| {
+        let o = c.get_json(&["awsnodeclass", name]);
+        let cond = o["status"]["conditions"][0].clone();
+        (cond["type"] == "Ready").then(|| {
+            (
+                cond["status"].as_str().unwrap_or_default().to_string(),
+                cond["reason"].clone(),
+                o["status"].clone(),
+            )
+        })
+    };
+    let (status, _, demo) = wait_for("demo's status", Duration::from_secs(30), || ready("demo"));
+    assert_eq!(status, "True", "{demo}");
+    assert_eq!(demo["subnets"].as_array().map(Vec::len), Some(2), "{demo}");
+    assert_eq!(
+        demo["securityGroups"].as_array().map(Vec::len),
+        Some(1),
+        "{demo}"
+    );
+    let (status, reason, _) = wait_for("nothing's status", Duration::from_secs(30), || {
+        ready("nothing")
+    });
+    assert_eq!(
+        (status.as_str(), reason),
+        ("False", json!("ResolutionFailed"))
+    );
+
     // A spot interruption warning: the node is drained and the instance gone within 120 s.
     let sent = SystemTime::now()
         .duration_since(UNIX_EPOCH)
