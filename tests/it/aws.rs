@@ -374,6 +374,16 @@ async fn launch_list_terminate() {
     classes.insert("AWSNodeClass", "demo", moved);
     let drift = cloud.is_drifted(&got).await.unwrap().expect("AMI drift");
     assert!(drift.reason.starts_with("AMIDrift"), "{drift:?}");
+    // Static drift: the user data changed (the instance carries the hash it launched with).
+    let mut edited = spec.clone();
+    edited.user_data = Some("#!/bin/bash\necho changed".into());
+    classes.insert("AWSNodeClass", "demo", edited);
+    let drift = cloud
+        .is_drifted(&got)
+        .await
+        .unwrap()
+        .expect("node class drift");
+    assert!(drift.reason.starts_with("NodeClassDrift"), "{drift:?}");
     classes.insert("AWSNodeClass", "demo", spec.clone());
 
     cloud.delete(&first.provider_id).await.unwrap();

@@ -622,7 +622,24 @@ pub fn file_name(crd: &Value) -> String {
 
 /// One CRD as YAML.
 pub fn to_yaml(crd: &Value) -> String {
-    serde_yaml::to_string(crd).expect("a CRD serializes")
+    serde_yaml::to_string(&sorted(crd)).expect("a CRD serializes")
+}
+
+/// Keys in sorted order at every level, whether or not serde_json keeps insertion order (a
+/// dependency's `preserve_order` feature would otherwise change the files).
+fn sorted(v: &Value) -> serde_yaml::Value {
+    match v {
+        Value::Object(o) => {
+            let keys: std::collections::BTreeMap<&String, &Value> = o.iter().collect();
+            let mut m = serde_yaml::Mapping::new();
+            for (k, v) in keys {
+                m.insert(serde_yaml::Value::String(k.clone()), sorted(v));
+            }
+            serde_yaml::Value::Mapping(m)
+        }
+        Value::Array(a) => serde_yaml::Value::Sequence(a.iter().map(sorted).collect()),
+        other => serde_yaml::to_value(other).expect("a scalar"),
+    }
 }
 
 /// Every CRD, as multi-document YAML (what `capstan crds` prints).

@@ -41,6 +41,39 @@ use std::time::Duration;
 pub const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
 pub const NODEPOOL_TAG: &str = "karpenter.sh/nodepool";
 pub const NODECLAIM_TAG: &str = "karpenter.sh/nodeclaim";
+/// Tag on instances: the hash of the node class's static settings they were launched with.
+pub const NODECLASS_HASH_TAG: &str = "capstan.dev/nodeclass-hash";
+
+/// The hash of the node class fields an instance cannot change after launch (Karpenter's
+/// static drift): AMI family, user data, role or profile, block devices, metadata options,
+/// tags, public IP, monitoring, kubelet settings. Versioned: `v1-` then FNV-1a of their JSON
+/// (selectors drift through what they resolve to, not through this hash).
+pub fn nodeclass_hash(spec: &AwsNodeClassSpec) -> String {
+    // A BTreeMap: the same bytes whatever order serde_json keeps object keys in.
+    let fields: BTreeMap<&str, serde_json::Value> = BTreeMap::from([
+        ("amiFamily", serde_json::json!(spec.ami_family)),
+        ("userData", serde_json::json!(spec.user_data)),
+        ("role", serde_json::json!(spec.role)),
+        ("instanceProfile", serde_json::json!(spec.instance_profile)),
+        (
+            "blockDeviceMappings",
+            serde_json::json!(spec.block_device_mappings),
+        ),
+        ("metadataOptions", serde_json::json!(spec.metadata_options)),
+        ("tags", serde_json::json!(spec.tags)),
+        (
+            "associatePublicIPAddress",
+            serde_json::json!(spec.associate_public_ip_address),
+        ),
+        (
+            "detailedMonitoring",
+            serde_json::json!(spec.detailed_monitoring),
+        ),
+        ("kubelet", serde_json::json!(spec.kubelet)),
+    ]);
+    let fields = serde_json::to_string(&fields).expect("fields serialize");
+    format!("v1-{:016x}", launch::fnv1a(fields.as_bytes()))
+}
 /// How long an offering that failed for capacity is avoided (Karpenter's ICE cache TTL).
 pub const UNAVAILABLE_FOR: Duration = Duration::from_secs(180);
 const RESOLVE_EVERY: Duration = Duration::from_secs(60);
@@ -741,13 +774,14 @@ impl CloudProvider for AwsCloud {
             .clone()
             .or_else(|| spec.role.clone())
             .unwrap_or_default();
-        let instance_tags = launch::ownership_tags(
+        let mut instance_tags = launch::ownership_tags(
             &self.settings,
             &request.nodepool,
             Some(&request.claim_name),
             &class_name,
             &spec.tags,
         );
+        instance_tags.insert(NODECLASS_HASH_TAG.into(), nodeclass_hash(&spec));
         let template_tags = launch::ownership_tags(
             &self.settings,
             &request.nodepool,
@@ -1033,6 +1067,18 @@ impl CloudProvider for AwsCloud {
         else {
             return Ok(None);
         };
+        let launched_with = i
+            .tags()
+            .iter()
+            .find(|t| t.key() == Some(NODECLASS_HASH_TAG))
+            .and_then(|t| t.value());
+        if let Some(h) = launched_with {
+            if h != nodeclass_hash(&spec) {
+                return Ok(Some(Drift {
+                    reason: "NodeClassDrift: the node class's static settings changed".into(),
+                }));
+            }
+        }
         let resolved = self.resolved(&spec).await?;
         if let Some(ami) = i.image_id() {
             if !resolved.amis.iter().any(|a| a.id == ami) {

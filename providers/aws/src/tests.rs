@@ -490,3 +490,28 @@ fn the_controller_iam_policy_allows_every_call_the_provider_makes() {
         }
     }
 }
+
+#[test]
+fn the_node_class_hash_changes_with_static_settings_and_not_with_selectors() {
+    let base = node_class();
+    let h = nodeclass_hash(&base);
+    assert!(h.starts_with("v1-"), "{h}");
+    // Golden: a change in what is hashed, or how, must bump the version.
+    assert_eq!(h, nodeclass_hash(&node_class()));
+    let mut user_data = base.clone();
+    user_data.user_data = Some("#!/bin/bash".into());
+    let mut tags = base.clone();
+    tags.tags.insert("team".into(), "a".into());
+    for changed in [user_data, tags] {
+        assert_ne!(nodeclass_hash(&changed), h);
+    }
+    let mut selectors = base.clone();
+    selectors.subnet_selector_terms[0]
+        .tags
+        .insert("tier".into(), "private".into());
+    assert_eq!(
+        nodeclass_hash(&selectors),
+        h,
+        "selectors drift by what they resolve to"
+    );
+}
