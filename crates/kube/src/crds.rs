@@ -262,15 +262,7 @@ fn awsnodeclass_spec() -> Value {
         &mut v,
         &["amiFamily"],
         "enum",
-        json!([
-            "AL2",
-            "AL2023",
-            "Bottlerocket",
-            "Custom",
-            "Windows2019",
-            "Windows2022",
-            "Windows2025"
-        ]),
+        json!(capstan_model::awsnodeclass::AMI_FAMILIES),
     );
     for (terms, id) in [
         ("subnetSelectorTerms", r"subnet-[0-9a-z]+"),
@@ -401,6 +393,28 @@ fn preserve_unknown(v: &mut Value) {
         Value::Array(a) => a.iter_mut().for_each(preserve_unknown),
         _ => {}
     }
+}
+
+/// The AWS provider's node class: one schema under two kinds (capstan's name and Karpenter's).
+fn node_class_crd(kind: &'static str, plural: &'static str, singular: &'static str) -> Value {
+    crd(Definition {
+        kind,
+        plural,
+        singular,
+        spec: awsnodeclass_spec(),
+        status: schema::<capstan_model::awsnodeclass::AwsNodeClassStatus>(),
+        spec_required: true,
+        columns: vec![
+            col(
+                "Ready",
+                "string",
+                ".status.conditions[?(@.type==\"Ready\")].status",
+                0,
+            ),
+            col("Age", "date", ".metadata.creationTimestamp", 0),
+            col("Role", "string", ".spec.role", 1),
+        ],
+    })
 }
 
 fn columns(cols: &[Column]) -> Value {
@@ -546,42 +560,8 @@ pub fn definitions() -> Vec<Value> {
                 col("Age", "date", ".metadata.creationTimestamp", 0),
             ],
         }),
-        crd(Definition {
-            kind: "AWSNodeClass",
-            plural: "awsnodeclasses",
-            singular: "awsnodeclass",
-            spec: awsnodeclass_spec(),
-            status: schema::<capstan_model::awsnodeclass::AwsNodeClassStatus>(),
-            spec_required: true,
-            columns: vec![
-                col(
-                    "Ready",
-                    "string",
-                    ".status.conditions[?(@.type==\"Ready\")].status",
-                    0,
-                ),
-                col("Age", "date", ".metadata.creationTimestamp", 0),
-                col("Role", "string", ".spec.role", 1),
-            ],
-        }),
-        crd(Definition {
-            kind: "EC2NodeClass",
-            plural: "ec2nodeclasses",
-            singular: "ec2nodeclass",
-            spec: awsnodeclass_spec(),
-            status: schema::<capstan_model::awsnodeclass::AwsNodeClassStatus>(),
-            spec_required: true,
-            columns: vec![
-                col(
-                    "Ready",
-                    "string",
-                    ".status.conditions[?(@.type==\"Ready\")].status",
-                    0,
-                ),
-                col("Age", "date", ".metadata.creationTimestamp", 0),
-                col("Role", "string", ".spec.role", 1),
-            ],
-        }),
+        node_class_crd("AWSNodeClass", "awsnodeclasses", "awsnodeclass"),
+        node_class_crd("EC2NodeClass", "ec2nodeclasses", "ec2nodeclass"),
         crd(Definition {
             kind: "FakeInstance",
             plural: "fakeinstances",

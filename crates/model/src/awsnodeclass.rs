@@ -239,7 +239,8 @@ pub struct NodeClassError {
     pub message: String,
 }
 
-const FAMILIES: [&str; 7] = [
+/// The `amiFamily` values Karpenter accepts.
+pub const AMI_FAMILIES: [&str; 7] = [
     "AL2",
     "AL2023",
     "Bottlerocket",
@@ -266,10 +267,10 @@ impl AwsNodeClassSpec {
             );
         }
         if let Some(f) = &self.ami_family {
-            if !FAMILIES.contains(&f.as_str()) {
+            if !AMI_FAMILIES.contains(&f.as_str()) {
                 return err(
                     "spec.amiFamily",
-                    format!("{f:?} is not one of {}", FAMILIES.join(", ")),
+                    format!("{f:?} is not one of {}", AMI_FAMILIES.join(", ")),
                 );
             }
         }
@@ -372,7 +373,7 @@ impl AwsNodeClassSpec {
             }
         }
         let f = self.ami_family.as_deref()?;
-        FAMILIES.iter().copied().find(|x| *x == f)
+        AMI_FAMILIES.iter().copied().find(|x| *x == f)
     }
 
     /// Fields kept as written that the provider does not act on, by their manifest names.

@@ -679,6 +679,26 @@ impl AwsCloud {
     }
 }
 
+/// Deletes one message from the interruption queue; a failure is logged (the message comes
+/// back after its visibility timeout) and returned.
+async fn delete_message(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    receipt: &str,
+) -> Result<(), CloudError> {
+    sqs.delete_message()
+        .queue_url(url)
+        .receipt_handle(receipt)
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            let e = sdk_error("DeleteMessage", e);
+            tracing::warn!(error = %e, "deleting an interruption message");
+            e.into()
+        })
+}
+
 fn kubelet_overrides(spec: &AwsNodeClassSpec) -> catalog::KubeletOverrides {
     let Some(k) = &spec.kubelet else {
         return catalog::KubeletOverrides::default();
@@ -1159,12 +1179,7 @@ impl CloudProvider for AwsCloud {
                 Err(why) => {
                     tracing::warn!(message = m.message_id().unwrap_or_default(), %why, "malformed interruption message: deleted");
                     self.lock().malformed += 1;
-                    let _ = sqs
-                        .delete_message()
-                        .queue_url(&url)
-                        .receipt_handle(receipt)
-                        .send()
-                        .await;
+                    let _ = delete_message(sqs, &url, receipt).await;
                     continue;
                 }
             };
@@ -1211,12 +1226,7 @@ impl CloudProvider for AwsCloud {
             }
             if here.is_empty() {
                 // Nothing capstan acts on (another state, an instance it does not know).
-                let _ = sqs
-                    .delete_message()
-                    .queue_url(&url)
-                    .receipt_handle(receipt)
-                    .send()
-                    .await;
+                let _ = delete_message(sqs, &url, receipt).await;
                 continue;
             }
             let mut s = self.lock();
@@ -1244,12 +1254,7 @@ impl CloudProvider for AwsCloud {
         }
         let url = self.queue_url(sqs).await?;
         for r in receipts {
-            sqs.delete_message()
-                .queue_url(&url)
-                .receipt_handle(r)
-                .send()
-                .await
-                .map_err(|e| sdk_error("DeleteMessage", e))?;
+            delete_message(sqs, &url, &r).await?;
         }
         Ok(())
     }
