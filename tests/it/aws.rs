@@ -6,7 +6,7 @@
 //! throttling and idempotency are tested with aws-smithy-mocks in `providers/aws`.
 
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
-use capstan_aws::{AwsCloud, NodeClassMap, Settings};
+use capstan_aws::{AwsCloud, Clients, NodeClassMap, Settings};
 use capstan_cloud::{CloudProvider, InstanceState, InterruptionEvent, LaunchRequest, SystemClock};
 use capstan_model::awsnodeclass::AwsNodeClassSpec;
 use capstan_model::nodepool::NodeClassRef;
@@ -75,6 +75,17 @@ fn discovery(resource: ResourceType) -> TagSpecification {
 /// A VPC with tagged subnets in us-east-1a and us-east-1b and a tagged security group; an
 /// x86_64 image moto serves. Returns the node class selecting them.
 pub async fn region(ec2: &aws_sdk_ec2::Client) -> AwsNodeClassSpec {
+    // The node role a node class names (its instance profile is capstan's to make).
+    let conf = sdk().await;
+    aws_sdk_iam::Client::new(&conf)
+        .create_role()
+        .role_name("KarpenterNodeRole-demo")
+        .assume_role_policy_document(
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+        )
+        .send()
+        .await
+        .unwrap();
     let vpc = ec2
         .create_vpc()
         .cidr_block("10.0.0.0/16")
@@ -143,6 +154,18 @@ pub async fn region(ec2: &aws_sdk_ec2::Client) -> AwsNodeClassSpec {
     .unwrap()
 }
 
+/// Every client the provider calls, against moto (which serves no Pricing API: prices fall
+/// back to the snapshot's).
+pub fn clients(conf: &aws_config::SdkConfig, sqs: Option<aws_sdk_sqs::Client>) -> Clients {
+    Clients {
+        ec2: aws_sdk_ec2::Client::new(conf),
+        sqs,
+        ssm: Some(aws_sdk_ssm::Client::new(conf)),
+        iam: Some(aws_sdk_iam::Client::new(conf)),
+        pricing: None,
+    }
+}
+
 fn request(claim: &str) -> LaunchRequest {
     LaunchRequest {
         claim_name: claim.into(),
@@ -193,8 +216,7 @@ async fn launch_list_terminate() {
     let classes = Arc::new(NodeClassMap::default());
     classes.insert("AWSNodeClass", "demo", spec.clone());
     let cloud = AwsCloud::with_clients(
-        ec2.clone(),
-        None,
+        clients(&conf, None),
         Settings {
             cluster_name: "demo".into(),
             cluster_endpoint: Some("https://demo.eks.example".into()),
@@ -304,6 +326,31 @@ async fn launch_list_terminate() {
             .and_then(|m| m.http_put_response_hop_limit()),
         Some(2)
     );
+    // The node class names a role: its instance profile is capstan's, holding that role.
+    let profile = data
+        .iam_instance_profile()
+        .and_then(|p| p.name())
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        profile,
+        capstan_aws::profile::profile_name("demo", "us-east-1", "demo")
+    );
+    let iam = aws_sdk_iam::Client::new(&conf);
+    let got = iam
+        .get_instance_profile()
+        .instance_profile_name(&profile)
+        .send()
+        .await
+        .unwrap();
+    let roles: Vec<&str> = got
+        .instance_profile()
+        .unwrap()
+        .roles()
+        .iter()
+        .map(|r| r.role_name())
+        .collect();
+    assert_eq!(roles, ["KarpenterNodeRole-demo"]);
     let user_data = data.user_data().unwrap_or_default();
     use base64::Engine as _;
     let user_data = String::from_utf8(
@@ -426,8 +473,7 @@ async fn interruptions() {
     let classes = Arc::new(NodeClassMap::default());
     classes.insert("AWSNodeClass", "demo", spec);
     let cloud = AwsCloud::with_clients(
-        ec2.clone(),
-        Some(sqs.clone()),
+        clients(&conf, Some(sqs.clone())),
         Settings {
             cluster_name: "demo".into(),
             interruption_queue: Some("capstan-demo".into()),
@@ -499,6 +545,36 @@ async fn interruptions() {
         0,
         "both messages are deleted: the handled one on ack, the malformed one at once"
     );
+
+    // With the poller long-polling in its own task, a message sent while it waits is taken by
+    // the next pass.
+    let poller = cloud.spawn_queue_poller().expect("a queue is configured");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rebalance = serde_json::json!({
+        "version": "0", "id": "2", "detail-type": "EC2 Instance Rebalance Recommendation",
+        "source": "aws.ec2", "account": "123456789012", "time": "2026-12-01T16:01:00Z",
+        "region": "us-east-1", "resources": [], "detail": {"instance-id": id}
+    });
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body(rebalance.to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    for _ in 0..100 {
+        events.extend(cloud.interruptions().await.unwrap());
+        if !events.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    poller.abort();
+    assert!(
+        matches!(&events[..], [InterruptionEvent::RebalanceRecommendation { provider_id, .. }] if provider_id == &inst.provider_id),
+        "{events:?}"
+    );
+    cloud.ack_interruptions(&events).await.unwrap();
 }
 
 #[test]
@@ -549,4 +625,88 @@ fn capstan_catalog_from_aws_writes_the_regions_types_in_the_shared_format() {
             .any(|o| o.capacity_type == "on-demand" && o.price == 0.096)
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+#[ignore = "needs moto (scripts/moto.sh up); bash .ci/run starts it"]
+fn launch_templates_no_launch_has_used_for_an_hour_are_deleted_and_made_again_when_wanted() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    runtime().block_on(template_collection());
+}
+
+async fn template_names(ec2: &aws_sdk_ec2::Client) -> Vec<String> {
+    let mut names: Vec<String> = ec2
+        .describe_launch_templates()
+        .send()
+        .await
+        .unwrap()
+        .launch_templates()
+        .iter()
+        .filter_map(|t| t.launch_template_name().map(String::from))
+        .collect();
+    names.sort();
+    names
+}
+
+async fn template_collection() {
+    use capstan_cloud::Clock as _;
+    reset();
+    let conf = sdk().await;
+    let ec2 = aws_sdk_ec2::Client::new(&conf);
+    let spec = region(&ec2).await;
+    let mut other = spec.clone();
+    other.tags.insert("team".into(), "data".into());
+    let classes = Arc::new(NodeClassMap::default());
+    classes.insert("AWSNodeClass", "demo", spec);
+    classes.insert("AWSNodeClass", "other", other);
+    // The provider's clock, from now (templates' creation times are EC2's).
+    let clock = Arc::new(capstan_cloud::ManualClock::new());
+    clock.set(SystemClock.now());
+    let cloud = AwsCloud::with_clients(
+        clients(&conf, None),
+        Settings {
+            cluster_name: "demo".into(),
+            ..Default::default()
+        },
+        classes,
+        clock.clone(),
+    );
+    let mut for_other = request("other-aaaaa");
+    for_other.node_class.as_mut().unwrap().name = "other".into();
+    cloud.create(&request("default-aaaaa")).await.expect(WHY);
+    cloud.create(&for_other).await.expect(WHY);
+    let both = template_names(&ec2).await;
+    assert_eq!(both.len(), 2, "{both:?}");
+
+    // 30 minutes on, `demo` launches again; 40 more, `other` has been idle 70 minutes.
+    clock.advance(Duration::from_secs(30 * 60));
+    cloud.create(&request("default-bbbbb")).await.expect(WHY);
+    clock.advance(Duration::from_secs(40 * 60));
+    cloud.list().await.expect(WHY);
+    let left = template_names(&ec2).await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    let described = ec2
+        .describe_launch_templates()
+        .launch_template_names(&left[0])
+        .send()
+        .await
+        .unwrap();
+    let tags: BTreeMap<String, String> = described.launch_templates()[0]
+        .tags()
+        .iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
+        .collect();
+    assert_eq!(
+        tags.get("karpenter.k8s.aws/ec2nodeclass")
+            .map(String::as_str),
+        Some("demo"),
+        "the template still in use is kept"
+    );
+
+    // An hour later nothing is in use; the next launch makes its template again.
+    clock.advance(Duration::from_secs(61 * 60));
+    cloud.list().await.expect(WHY);
+    assert!(template_names(&ec2).await.is_empty());
+    cloud.create(&request("default-ccccc")).await.expect(WHY);
+    assert_eq!(template_names(&ec2).await, left);
 }

@@ -174,16 +174,31 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
                 .clone()
                 .context("--provider aws needs --cluster-name")?;
             let classes = Arc::new(capstan_aws::NodeClassMap::default());
+            // Aliases read the EKS-optimized AMI parameters of the cluster's version.
+            let kubernetes_version = match client.apiserver_version().await {
+                Ok(v) => Some(format!("{}.{}", v.major, v.minor.trim_end_matches('+'))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the API server's version: AMI aliases select by image name");
+                    None
+                }
+            };
             let settings = capstan_aws::Settings {
                 cluster_name,
                 cluster_endpoint: args.cluster_endpoint.clone(),
                 interruption_queue: args.interruption_queue.clone(),
+                kubernetes_version,
                 ..Default::default()
             };
             let cloud = Arc::new(
                 capstan_aws::AwsCloud::from_env(settings, classes.clone(), clock.clone()).await,
             );
-            tokio::spawn(refresh_node_classes(client.clone(), classes, cloud.clone()));
+            cloud.spawn_queue_poller();
+            tokio::spawn(refresh_node_classes(
+                client.clone(),
+                classes,
+                cloud.clone(),
+                config.identity.clone(),
+            ));
             let controller = Controller::new(api, cloud, clock, config);
             drive(controller, &args, None).await
         }
@@ -207,6 +222,7 @@ async fn refresh_node_classes(
     client: kube::Client,
     classes: Arc<capstan_aws::NodeClassMap>,
     cloud: Arc<capstan_aws::AwsCloud>,
+    identity: String,
 ) {
     use capstan_model::awsnodeclass::AwsNodeClassStatus;
     use capstan_model::nodepool::Condition;
@@ -226,25 +242,31 @@ async fn refresh_node_classes(
                             } else {
                                 format!("kept but not acted on: {}", ignored.join(", "))
                             };
-                            match cloud.resolved(&s).await {
-                                Ok(r) => {
+                            match (
+                                cloud.resolved(&s).await,
+                                cloud.instance_profile(&name, &s).await,
+                            ) {
+                                (Ok(r), Ok(profile)) => {
                                     good.insert((kind.to_string(), name.clone()), s.clone());
                                     let status = AwsNodeClassStatus {
                                         subnets: r.subnets.clone(),
                                         security_groups: r.security_groups.clone(),
                                         amis: r.amis.clone(),
-                                        instance_profile: s
-                                            .instance_profile
-                                            .clone()
-                                            .or_else(|| s.role.clone()),
+                                        instance_profile: profile,
                                         conditions: vec![],
                                     };
                                     (status, true, "Ready", note)
                                 }
-                                Err(e) => (
+                                (Err(e), _) => (
                                     AwsNodeClassStatus::default(),
                                     false,
                                     "ResolutionFailed",
+                                    e.to_string(),
+                                ),
+                                (Ok(_), Err(e)) => (
+                                    AwsNodeClassStatus::default(),
+                                    false,
+                                    "InstanceProfileFailed",
                                     e.to_string(),
                                 ),
                             }
@@ -274,8 +296,15 @@ async fn refresh_node_classes(
                     if same && previous == Some(&status) {
                         continue;
                     }
-                    if !ready {
+                    if !ready && !same {
                         tracing::warn!(nodeclass = %key, %reason, %message, "node class not ready: nothing launches for it");
+                        if let Err(e) = capstan_kube::nodeclasses::warn(
+                            &client, kind, &name, reason, &message, &identity,
+                        )
+                        .await
+                        {
+                            tracing::warn!(nodeclass = %key, error = %e, "publishing an Event");
+                        }
                     }
                     match capstan_kube::nodeclasses::set_status(&client, kind, &name, &status).await
                     {

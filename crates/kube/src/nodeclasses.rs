@@ -76,3 +76,46 @@ pub async fn set_status(
     .await
     .map(|_| ())
 }
+
+/// A Warning Event (events.k8s.io/v1) about a node class, in the `default` namespace (node
+/// classes are cluster-scoped): what `kubectl describe awsnodeclass` and `kubectl get
+/// events` show.
+pub async fn warn(
+    client: &kube::Client,
+    kind: &str,
+    name: &str,
+    reason: &str,
+    note: &str,
+    reporter: &str,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::api::events::v1::Event;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    use k8s_openapi::jiff::Timestamp;
+    let now = Timestamp::now();
+    let ev = Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        event_time: Some(MicroTime(now)),
+        action: Some(reason.into()),
+        reason: Some(reason.into()),
+        note: Some(note.chars().take(1000).collect()),
+        type_: Some("Warning".into()),
+        reporting_controller: Some("capstan.dev/controller".into()),
+        reporting_instance: Some(reporter.chars().take(128).collect()),
+        regarding: Some(ObjectReference {
+            api_version: Some(crate::resources::API_VERSION.into()),
+            kind: Some(kind.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    api.create(&kube::api::PostParams::default(), &ev)
+        .await
+        .map(|_| ())
+}

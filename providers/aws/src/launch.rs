@@ -1,7 +1,7 @@
 //! Launching: one launch template per (AMI, user data, block devices, metadata options,
 //! security groups, instance profile, tags) — named by a hash of exactly those, created once
 //! and reused — and a CreateFleet of type `instant` with one override per instance type ×
-//! zone, cheapest first, at most 60.
+//! zone, over the 60 cheapest types (minValues respected).
 
 use crate::{AwsError, Settings, sdk_error};
 use aws_sdk_ec2::Client;
@@ -17,13 +17,15 @@ use aws_sdk_ec2::types::{
     OnDemandOptionsRequest, RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy,
     SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest, VolumeType,
 };
+use capstan_model::InstanceType;
 use capstan_model::awsnodeclass::{AwsNodeClassSpec, MetadataOptions};
 use capstan_model::labels;
+use capstan_model::requirements::Requirements;
 use capstan_model::taints::Taint;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// EC2 takes at most this many overrides per fleet request (Karpenter's limit).
-pub const MAX_OVERRIDES: usize = 60;
+/// Overrides per fleet request at most (EC2 documents 300 across a fleet's launch templates).
+pub const MAX_OVERRIDES: usize = 300;
 
 /// Fleet error codes that mean "no capacity in this offering now": the offering is marked
 /// unavailable for three minutes and the next is tried.
@@ -339,6 +341,99 @@ pub async fn ensure_template(
     }
 }
 
+/// The cluster's launch templates (by the cluster's ownership tag): name and creation time
+/// (Unix seconds).
+pub async fn cluster_templates(
+    ec2: &Client,
+    cluster: &str,
+) -> Result<Vec<(String, i64)>, AwsError> {
+    let mut out = Vec::new();
+    let mut pages = ec2
+        .describe_launch_templates()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name(format!("tag:kubernetes.io/cluster/{cluster}"))
+                .values("owned")
+                .build(),
+        )
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| sdk_error("DescribeLaunchTemplates", e))?;
+        for t in page.launch_templates() {
+            if let Some(name) = t.launch_template_name() {
+                out.push((name.to_string(), t.create_time().map_or(0, |c| c.secs())));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes a launch template; one already gone counts as deleted.
+pub async fn delete_template(ec2: &Client, name: &str) -> Result<(), AwsError> {
+    match ec2
+        .delete_launch_template()
+        .launch_template_name(name)
+        .send()
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let e = sdk_error("DeleteLaunchTemplate", e);
+            if e.code_is("InvalidLaunchTemplateName.NotFoundException") {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Karpenter's cap on the instance types of one launch.
+pub const MAX_TYPES: usize = 60;
+
+/// The instance types a launch offers EC2, cheapest first: each type's cheapest offering
+/// (of `offerings`: (type, price)) orders it, ties kept in request order, at most
+/// [`MAX_TYPES`]. Where the cut leaves fewer distinct values of a key than its requirement's
+/// `minValues`, the launch is refused, as Karpenter refuses it, rather than sent with less
+/// flexibility than the NodePool asks for.
+pub fn choose_types<'a>(
+    offerings: &[(&'a InstanceType, f64)],
+    reqs: &Requirements,
+) -> Result<Vec<&'a str>, String> {
+    let mut cheapest: Vec<(&'a InstanceType, f64)> = Vec::new();
+    for (t, price) in offerings {
+        match cheapest.iter_mut().find(|(c, _)| c.name == t.name) {
+            Some((_, p)) => *p = p.min(*price),
+            None => cheapest.push((t, *price)),
+        }
+    }
+    cheapest.sort_by(|a, b| a.1.total_cmp(&b.1));
+    cheapest.truncate(MAX_TYPES);
+    for r in reqs.iter() {
+        let Some(min) = r.min_values else { continue };
+        let values: BTreeSet<&str> = cheapest
+            .iter()
+            .filter_map(|(t, _)| {
+                if r.key == capstan_model::labels::INSTANCE_TYPE {
+                    Some(t.name.as_str())
+                } else {
+                    t.labels.get(&r.key).map(String::as_str)
+                }
+            })
+            .collect();
+        if values.len() < min as usize {
+            return Err(format!(
+                "minValues: {} needs {min} distinct values, the {} cheapest instance types offer {}",
+                r.key,
+                cheapest.len(),
+                values.len()
+            ));
+        }
+    }
+    Ok(cheapest.into_iter().map(|(t, _)| t.name.as_str()).collect())
+}
+
 /// One override: a type in a zone's subnet, under a template.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Override {
@@ -485,6 +580,83 @@ pub async fn create_fleet(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capstan_model::requirements::{Operator, Requirement};
+
+    fn itype(name: &str) -> InstanceType {
+        let family = name.split('.').next().unwrap();
+        InstanceType {
+            name: name.into(),
+            requirements: Requirements::default(),
+            labels: BTreeMap::from([(labels::INSTANCE_FAMILY.to_string(), family.to_string())]),
+            capacity: Default::default(),
+            allocatable: Default::default(),
+            offerings: vec![],
+        }
+    }
+
+    fn min_values(key: &str, min: u32) -> Requirements {
+        let mut r = Requirements::default();
+        r.add(
+            Requirement::new(key, Operator::Exists, &[] as &[&str])
+                .unwrap()
+                .with_min_values(Some(min)),
+        );
+        r
+    }
+
+    #[test]
+    fn a_launch_offers_the_sixty_cheapest_types_and_refuses_when_that_breaks_min_values() {
+        // 80 types in 8 families; family f<i> costs i, so the cheapest 60 hold 6 families.
+        let types: Vec<InstanceType> = (0..80)
+            .map(|i| itype(&format!("f{}.s{}", i / 10, i % 10)))
+            .collect();
+        let offerings: Vec<(&InstanceType, f64)> = types
+            .iter()
+            .rev()
+            .flat_map(|t| {
+                let f: f64 = t.name[1..2].parse().unwrap();
+                // Two zones each; the dearer offering listed first.
+                [(t, f + 0.5), (t, f)]
+            })
+            .collect();
+        let cases: &[(&str, Requirements, Result<usize, &str>)] = &[
+            ("no minValues", Requirements::default(), Ok(60)),
+            ("60 types", min_values(labels::INSTANCE_TYPE, 60), Ok(60)),
+            (
+                "61 types",
+                min_values(labels::INSTANCE_TYPE, 61),
+                Err("node.kubernetes.io/instance-type needs 61"),
+            ),
+            ("6 families", min_values(labels::INSTANCE_FAMILY, 6), Ok(60)),
+            (
+                "7 families",
+                min_values(labels::INSTANCE_FAMILY, 7),
+                Err(
+                    "capstan.dev/instance-family needs 7 distinct values, the 60 cheapest instance types offer 6",
+                ),
+            ),
+        ];
+        for (name, reqs, want) in cases {
+            let got = choose_types(&offerings, reqs);
+            match (want, got) {
+                (Ok(n), Ok(chosen)) => {
+                    assert_eq!(chosen.len(), *n, "{name}");
+                    assert!(
+                        chosen
+                            .iter()
+                            .all(|t| !t.starts_with("f6") && !t.starts_with("f7")),
+                        "{name}: the cheapest"
+                    );
+                    assert!(
+                        chosen[0].starts_with("f0") && chosen[59].starts_with("f5"),
+                        "{name}: cheapest first"
+                    );
+                }
+                (Err(w), Err(e)) => assert!(e.contains(w), "{name}: {e}"),
+                (w, g) => panic!("{name}: want {w:?}, got {g:?}"),
+            }
+        }
+    }
 
     fn template() -> Template {
         Template {

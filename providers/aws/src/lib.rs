@@ -3,14 +3,17 @@
 //! - **Node classes** (`AWSNodeClass`, Karpenter's `EC2NodeClass` under `capstan.dev`) come from
 //!   a [`NodeClasses`] source the binary fills from the cluster; their selectors are resolved
 //!   against EC2 ([`resolve`]) and cached for a minute.
-//! - **Launch** ([`launch`]): a launch template per settings hash, then CreateFleet `instant`
-//!   with one override per instance type × zone (cheapest first, at most 60), spot with
-//!   `price-capacity-optimized` when the request allows spot, else on-demand `lowest-price`;
-//!   Karpenter's ownership tags; the claim's client token for idempotency. Per-override
-//!   capacity errors mark the offering unavailable for three minutes.
+//!   Aliases resolve through the EKS-optimized AMI parameters in SSM ([`ssm`]).
+//! - **Launch** ([`launch`]): a launch template per settings hash (deleted after an hour
+//!   unused), the instance profile for a `role` ([`profile`]), then CreateFleet `instant` with
+//!   one override per instance type × zone over the 60 cheapest types (minValues respected),
+//!   spot with `price-capacity-optimized` when the request allows spot, else on-demand
+//!   `lowest-price`; Karpenter's ownership tags; the claim's client token for idempotency.
+//!   Per-override capacity errors mark the offering unavailable for three minutes.
 //! - **Catalog** ([`catalog`]): DescribeInstanceTypes and offerings, allocatable from
-//!   Karpenter's overhead formulas, on-demand prices from the shared catalog snapshot, spot
-//!   prices from DescribeSpotPriceHistory (refreshed every five minutes).
+//!   Karpenter's overhead formulas, on-demand prices from the Pricing API ([`pricing`], the
+//!   shared catalog's snapshot where it cannot be read), spot prices from
+//!   DescribeSpotPriceHistory (refreshed every five minutes).
 //! - **Interruptions** ([`interruption`]): EventBridge messages from an SQS queue; a message
 //!   is deleted when the controller acknowledges its event; malformed ones are counted and
 //!   deleted at once.
@@ -21,7 +24,10 @@
 pub mod catalog;
 pub mod interruption;
 pub mod launch;
+pub mod pricing;
+pub mod profile;
 pub mod resolve;
+pub mod ssm;
 
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::Filter;
@@ -79,6 +85,12 @@ pub const UNAVAILABLE_FOR: Duration = Duration::from_secs(180);
 const RESOLVE_EVERY: Duration = Duration::from_secs(60);
 const TYPES_EVERY: Duration = Duration::from_secs(3600);
 const SPOT_PRICES_EVERY: Duration = Duration::from_secs(300);
+const ON_DEMAND_PRICES_EVERY: Duration = Duration::from_secs(12 * 3600);
+const ON_DEMAND_RETRY: Duration = Duration::from_secs(600);
+const PROFILE_EVERY: Duration = Duration::from_secs(3600);
+/// A launch template unused this long is deleted.
+pub const TEMPLATE_IDLE: Duration = Duration::from_secs(3600);
+pub const TEMPLATE_GC_EVERY: Duration = Duration::from_secs(600);
 
 /// What the provider needs besides the SDK configuration.
 #[derive(Clone, Debug, Default)]
@@ -90,6 +102,34 @@ pub struct Settings {
     pub service_cidr: Option<String>,
     /// The SQS queue's name (or URL); `None`: no interruption handling.
     pub interruption_queue: Option<String>,
+    /// The cluster's Kubernetes version (`1.34`): the EKS-optimized AMI parameters aliases
+    /// are read from. `None`: aliases select by image name.
+    pub kubernetes_version: Option<String>,
+}
+
+/// The SDK clients the provider calls. One left out turns its part off: no SQS, no
+/// interruption queue; no SSM, aliases select by image name; no IAM, a node class's `role`
+/// must name an existing instance profile; no Pricing, on-demand prices come from the shared
+/// catalog's snapshot.
+#[derive(Clone, Debug)]
+pub struct Clients {
+    pub ec2: aws_sdk_ec2::Client,
+    pub sqs: Option<aws_sdk_sqs::Client>,
+    pub ssm: Option<aws_sdk_ssm::Client>,
+    pub iam: Option<aws_sdk_iam::Client>,
+    pub pricing: Option<aws_sdk_pricing::Client>,
+}
+
+impl Clients {
+    pub fn ec2_only(ec2: aws_sdk_ec2::Client) -> Clients {
+        Clients {
+            ec2,
+            sqs: None,
+            ssm: None,
+            iam: None,
+            pricing: None,
+        }
+    }
 }
 
 /// Where the provider reads node classes from: the binary keeps it filled from the
@@ -200,6 +240,23 @@ impl From<AwsError> for CloudError {
                     retry_after: Duration::from_secs(5),
                 }
             }
+            // A new instance profile takes seconds to reach EC2: launch again shortly.
+            AwsError::Service { code, message, .. }
+                if code == "InvalidParameterValue" && message.contains("iamInstanceProfile") =>
+            {
+                CloudError::Transient {
+                    message: e.to_string(),
+                }
+            }
+            // A template collected meanwhile: the next launch makes it again.
+            AwsError::Service { code, .. }
+                if code.starts_with("InvalidLaunchTemplateName.NotFound")
+                    || code.starts_with("InvalidLaunchTemplateId.NotFound") =>
+            {
+                CloudError::Transient {
+                    message: e.to_string(),
+                }
+            }
             AwsError::Service { code, .. } if code.starts_with("InvalidInstanceID.NotFound") => {
                 CloudError::NotFound {
                     provider_id: e.to_string(),
@@ -253,6 +310,9 @@ pub fn instance_id(provider_id: &str) -> Option<&str> {
         .filter(|id| id.starts_with("i-"))
 }
 
+/// On-demand prices by instance type.
+pub type Prices = BTreeMap<String, f64>;
+
 /// Spot prices by (instance type, zone).
 pub type SpotPrices = BTreeMap<(String, String), f64>;
 
@@ -275,18 +335,52 @@ struct State {
     receipts: Vec<(InterruptionEvent, String)>,
     queue_url: Option<String>,
     malformed: u64,
+    /// On-demand prices from the Pricing API, when read, and whether that read worked.
+    on_demand: Option<(Duration, Arc<Prices>, bool)>,
+    /// Instance profiles made sure of: (node class, role) → (when, profile name).
+    profiles: BTreeMap<(String, String), (Duration, String)>,
+    /// Launch templates by name → when this process last launched with it.
+    templates_used: BTreeMap<String, Duration>,
+    templates_collected_at: Option<Duration>,
 }
 
 /// The AWS provider.
 pub struct AwsCloud {
     ec2: aws_sdk_ec2::Client,
     sqs: Option<aws_sdk_sqs::Client>,
+    ssm: Option<aws_sdk_ssm::Client>,
+    iam: Option<aws_sdk_iam::Client>,
+    pricing: Option<aws_sdk_pricing::Client>,
     settings: Settings,
     classes: Arc<dyn NodeClasses>,
     clock: Arc<dyn Clock>,
-    /// The shared catalog: on-demand prices where the Pricing API is not read.
+    /// The shared catalog's on-demand prices: where the Pricing API is not read or lacks a type.
     prices: BTreeMap<String, f64>,
     state: Mutex<State>,
+    /// Messages the queue poller received and the controller has not taken yet; `None`
+    /// while no poller runs (each pass then receives without waiting).
+    polled: Mutex<Option<Arc<Mutex<Vec<Received>>>>>,
+}
+
+/// A message as SQS delivered it: id, body and receipt handle.
+#[derive(Clone, Debug)]
+struct Received {
+    id: String,
+    body: String,
+    receipt: String,
+}
+
+fn received(out: &aws_sdk_sqs::operation::receive_message::ReceiveMessageOutput) -> Vec<Received> {
+    out.messages()
+        .iter()
+        .filter_map(|m| {
+            Some(Received {
+                id: m.message_id().unwrap_or_default().to_string(),
+                body: m.body().unwrap_or_default().to_string(),
+                receipt: m.receipt_handle()?.to_string(),
+            })
+        })
+        .collect()
 }
 
 impl AwsCloud {
@@ -298,22 +392,30 @@ impl AwsCloud {
         clock: Arc<dyn Clock>,
     ) -> AwsCloud {
         let conf = aws_config::load_from_env().await;
-        let sqs = settings
-            .interruption_queue
-            .as_ref()
-            .map(|_| aws_sdk_sqs::Client::new(&conf));
-        AwsCloud::with_clients(
-            aws_sdk_ec2::Client::new(&conf),
-            sqs,
-            settings,
-            classes,
-            clock,
-        )
+        let region = conf
+            .region()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "us-east-1".into());
+        let pricing_conf = aws_sdk_pricing::config::Builder::from(&conf)
+            .region(aws_sdk_pricing::config::Region::new(
+                pricing::endpoint_region(&region),
+            ))
+            .build();
+        let clients = Clients {
+            ec2: aws_sdk_ec2::Client::new(&conf),
+            sqs: settings
+                .interruption_queue
+                .as_ref()
+                .map(|_| aws_sdk_sqs::Client::new(&conf)),
+            ssm: Some(aws_sdk_ssm::Client::new(&conf)),
+            iam: Some(aws_sdk_iam::Client::new(&conf)),
+            pricing: Some(aws_sdk_pricing::Client::from_conf(pricing_conf)),
+        };
+        AwsCloud::with_clients(clients, settings, classes, clock)
     }
 
     pub fn with_clients(
-        ec2: aws_sdk_ec2::Client,
-        sqs: Option<aws_sdk_sqs::Client>,
+        clients: Clients,
         settings: Settings,
         classes: Arc<dyn NodeClasses>,
         clock: Arc<dyn Clock>,
@@ -327,14 +429,59 @@ impl AwsCloud {
             })
             .unwrap_or_default();
         AwsCloud {
-            ec2,
-            sqs,
+            ec2: clients.ec2,
+            sqs: clients.sqs,
+            ssm: clients.ssm,
+            iam: clients.iam,
+            pricing: clients.pricing,
             settings,
             classes,
             clock,
             prices,
             state: Mutex::new(State::default()),
+            polled: Mutex::new(None),
         }
+    }
+
+    /// Starts long-polling the interruption queue in a task of its own (20 s waits, as
+    /// Karpenter does), so a pass never waits on SQS and an idle queue costs three requests a
+    /// minute; each pass takes what arrived. Without a queue, nothing starts.
+    pub fn spawn_queue_poller(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let sqs = self.sqs.clone()?;
+        let queue = self.settings.interruption_queue.clone()?;
+        let buffer: Arc<Mutex<Vec<Received>>> = Arc::default();
+        *self.polled.lock().expect("poller") = Some(buffer.clone());
+        Some(tokio::spawn(async move {
+            let mut url = None;
+            loop {
+                let u = match &url {
+                    Some(u) => u,
+                    None => match queue_url_of(&sqs, &queue).await {
+                        Ok(u) => url.insert(u),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "finding the interruption queue");
+                            tokio::time::sleep(Duration::from_secs(5)).await;
+                            continue;
+                        }
+                    },
+                };
+                match sqs
+                    .receive_message()
+                    .queue_url(u)
+                    .max_number_of_messages(10)
+                    .wait_time_seconds(20)
+                    .send()
+                    .await
+                {
+                    Ok(out) => buffer.lock().expect("polled").extend(received(&out)),
+                    Err(e) => {
+                        let e = sdk_error("ReceiveMessage", e);
+                        tracing::warn!(error = %e, "receiving interruption messages");
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                    }
+                }
+            }
+        }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -378,6 +525,84 @@ impl AwsCloud {
         Ok((name.to_string(), spec))
     }
 
+    /// Deletes the cluster's launch templates no launch has used for [`TEMPLATE_IDLE`]
+    /// (one this process has not launched with counts from its creation), at most every
+    /// [`TEMPLATE_GC_EVERY`]. Templates are a cache of launch settings: one deleted while
+    /// still wanted is made again by the next launch. Failures are logged and retried next
+    /// round.
+    pub async fn collect_templates(&self) -> Vec<String> {
+        let now = self.clock.now();
+        {
+            let mut s = self.lock();
+            if s.templates_collected_at
+                .is_some_and(|at| now.saturating_sub(at) < TEMPLATE_GC_EVERY)
+            {
+                return vec![];
+            }
+            s.templates_collected_at = Some(now);
+        }
+        let listed = match launch::cluster_templates(&self.ec2, &self.settings.cluster_name).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "listing launch templates");
+                return vec![];
+            }
+        };
+        let mut deleted = Vec::new();
+        for (name, created) in listed {
+            let last = {
+                let s = self.lock();
+                s.templates_used
+                    .get(&name)
+                    .copied()
+                    .unwrap_or(Duration::from_secs(created.max(0) as u64))
+            };
+            if now.saturating_sub(last) < TEMPLATE_IDLE {
+                continue;
+            }
+            match launch::delete_template(&self.ec2, &name).await {
+                Ok(()) => {
+                    tracing::info!(template = %name, "deleted an idle launch template");
+                    self.lock().templates_used.remove(&name);
+                    deleted.push(name);
+                }
+                Err(e) => {
+                    tracing::warn!(template = %name, error = %e, "deleting a launch template")
+                }
+            }
+        }
+        deleted
+    }
+
+    /// The instance profile a node class's instances launch with: `instanceProfile` as given,
+    /// or for `role` the node class's own profile holding that role (see [`profile`]), made
+    /// sure of at most hourly. Without an IAM client, `role` is taken as a profile's name.
+    pub async fn instance_profile(
+        &self,
+        class_name: &str,
+        spec: &AwsNodeClassSpec,
+    ) -> Result<Option<String>, CloudError> {
+        if let Some(p) = &spec.instance_profile {
+            return Ok(Some(p.clone()));
+        }
+        let Some(role) = &spec.role else {
+            return Ok(None);
+        };
+        let Some(iam) = &self.iam else {
+            return Ok(Some(role.clone()));
+        };
+        let now = self.clock.now();
+        let key = (class_name.to_string(), role.clone());
+        if let Some((at, name)) = self.lock().profiles.get(&key) {
+            if now.saturating_sub(*at) < PROFILE_EVERY {
+                return Ok(Some(name.clone()));
+            }
+        }
+        let name = profile::ensure(iam, &self.settings, &self.region(), class_name, role).await?;
+        self.lock().profiles.insert(key, (now, name.clone()));
+        Ok(Some(name))
+    }
+
     /// The node class's selectors resolved against EC2, at most a minute old (cached by the
     /// selectors themselves, so an edited node class resolves again at once).
     pub async fn resolved(
@@ -396,12 +621,64 @@ impl AwsCloud {
                 return Ok(r.clone());
             }
         }
-        let r = Arc::new(resolve::resolve(&self.ec2, spec).await?);
+        let ssm = resolve::Ssm {
+            client: self.ssm.as_ref(),
+            kubernetes_version: self.settings.kubernetes_version.as_deref(),
+        };
+        let r = Arc::new(resolve::resolve(&self.ec2, ssm, spec).await?);
         self.lock().resolved.insert(name, (now, r.clone()));
         Ok(r)
     }
 
+    /// Reads on-demand prices from the Pricing API when due: every 12 hours, or 10 minutes
+    /// after a failed read (the snapshot's prices serve meanwhile).
+    async fn refresh_on_demand_prices(&self) {
+        let Some(client) = &self.pricing else { return };
+        let now = self.clock.now();
+        if let Some((at, _, ok)) = &self.lock().on_demand {
+            let every = if *ok {
+                ON_DEMAND_PRICES_EVERY
+            } else {
+                ON_DEMAND_RETRY
+            };
+            if now.saturating_sub(*at) < every {
+                return;
+            }
+        }
+        let region = self.region();
+        let read = pricing::on_demand_prices(client, &region).await;
+        let mut s = self.lock();
+        match read {
+            Ok(p) if !p.is_empty() => {
+                tracing::info!(types = p.len(), %region, "on-demand prices from the Pricing API");
+                s.on_demand = Some((now, Arc::new(p), true));
+                // Entries carry prices: describe them again with the new ones.
+                s.types = None;
+            }
+            Ok(_) => {
+                tracing::warn!(%region, "the Pricing API lists no prices: using the catalog snapshot's");
+                let old = s.on_demand.take().map(|o| o.1).unwrap_or_default();
+                s.on_demand = Some((now, old, false));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, %region, "reading the Pricing API: using the last prices read, or the catalog snapshot's");
+                let old = s.on_demand.take().map(|o| o.1).unwrap_or_default();
+                s.on_demand = Some((now, old, false));
+            }
+        }
+    }
+
+    /// An instance type's on-demand price: the Pricing API's, else the snapshot's.
+    pub fn on_demand_price(&self, instance_type: &str) -> Option<f64> {
+        self.lock()
+            .on_demand
+            .as_ref()
+            .and_then(|(_, p, _)| p.get(instance_type).copied())
+            .or_else(|| self.prices.get(instance_type).copied())
+    }
+
     async fn described_types(&self) -> Result<Described, CloudError> {
+        self.refresh_on_demand_prices().await;
         let now = self.clock.now();
         if let Some((at, d)) = &self.lock().types {
             if now.saturating_sub(*at) < TYPES_EVERY {
@@ -435,7 +712,7 @@ impl AwsCloud {
                 let name = i.instance_type()?.as_str();
                 catalog::entry(
                     i,
-                    self.prices.get(name).copied(),
+                    self.on_demand_price(name),
                     vec![],
                     &catalog::KubeletOverrides::default(),
                 )
@@ -542,10 +819,12 @@ impl AwsCloud {
 
     /// The region's catalog in the shared file format: every type EC2 describes, offered
     /// on-demand and spot in every zone that offers it, with Karpenter's allocatable, spot
-    /// prices from the price history and on-demand prices from the catalog snapshot.
+    /// prices from the price history and on-demand prices from the Pricing API (or the catalog
+    /// snapshot).
     pub async fn region_catalog(&self) -> Result<CatalogFile, CloudError> {
         let (entries, zones) = self.described_types().await?;
         let spot = self.spot_prices().await?;
+        let priced_by_api = self.lock().on_demand.as_ref().is_some_and(|o| o.2);
         let empty = BTreeSet::new();
         let instance_types = entries
             .iter()
@@ -568,7 +847,11 @@ impl AwsCloud {
                     "specs": "EC2 DescribeInstanceTypes and DescribeInstanceTypeOfferings",
                     "allocatable": "Karpenter's default overhead (kube-reserved, eviction threshold, VM memory overhead 7.5%, ENI-limited pods)",
                     "spot_prices": "EC2 DescribeSpotPriceHistory (Linux/UNIX, newest per type and zone)",
-                    "on_demand_prices": "capstan's built-in catalog snapshot (us-east-1)"
+                    "on_demand_prices": if priced_by_api {
+                        "the AWS Pricing API (GetProducts: Linux, shared tenancy, no pre-installed software)"
+                    } else {
+                        "capstan's built-in catalog snapshot (us-east-1): the Pricing API could not be read"
+                    }
                 }
             })),
             instance_types,
@@ -620,7 +903,7 @@ impl AwsCloud {
             claim_name: tags.get(NODECLAIM_TAG).copied().unwrap_or_default().into(),
             nodepool: tags.get(NODEPOOL_TAG).copied().unwrap_or_default().into(),
             client_token: i.client_token().unwrap_or_default().into(),
-            price: self.prices.get(&instance_type).copied().unwrap_or(0.0),
+            price: self.on_demand_price(&instance_type).unwrap_or(0.0),
             labels: Arc::new(BTreeMap::from([
                 (labels::INSTANCE_TYPE.to_string(), instance_type.clone()),
                 (labels::ZONE.to_string(), zone.clone()),
@@ -643,20 +926,45 @@ impl AwsCloud {
             return Ok(u.clone());
         }
         let q = self.settings.interruption_queue.clone().unwrap_or_default();
-        let url = if q.starts_with("https://") || q.starts_with("http://") {
-            q
-        } else {
-            sqs.get_queue_url()
-                .queue_name(&q)
-                .send()
-                .await
-                .map_err(|e| sdk_error("GetQueueUrl", e))?
-                .queue_url()
-                .unwrap_or_default()
-                .to_string()
-        };
+        let url = queue_url_of(sqs, &q).await?;
         self.lock().queue_url = Some(url.clone());
         Ok(url)
+    }
+
+    /// The live instance tagged for a NodeClaim, if there is one.
+    async fn claimed_instance(&self, claim: &str) -> Result<Option<Instance>, CloudError> {
+        let out = self
+            .ec2
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name(format!(
+                        "tag:kubernetes.io/cluster/{}",
+                        self.settings.cluster_name
+                    ))
+                    .values("owned")
+                    .build(),
+            )
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{NODECLAIM_TAG}"))
+                    .values(claim)
+                    .build(),
+            )
+            .filters(
+                Filter::builder()
+                    .name("instance-state-name")
+                    .set_values(Some(["pending", "running"].map(String::from).to_vec()))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| sdk_error("DescribeInstances", e))?;
+        Ok(out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .find_map(|i| self.instance_from(i)))
     }
 
     async fn provider_id_of(&self, instance_id: &str) -> Option<String> {
@@ -677,6 +985,22 @@ impl AwsCloud {
             .next()?;
         self.instance_from(i).map(|i| i.provider_id)
     }
+}
+
+/// A queue's URL from its name (a URL is taken as it is).
+async fn queue_url_of(sqs: &aws_sdk_sqs::Client, queue: &str) -> Result<String, CloudError> {
+    if queue.starts_with("https://") || queue.starts_with("http://") {
+        return Ok(queue.to_string());
+    }
+    Ok(sqs
+        .get_queue_url()
+        .queue_name(queue)
+        .send()
+        .await
+        .map_err(|e| sdk_error("GetQueueUrl", e))?
+        .queue_url()
+        .unwrap_or_default()
+        .to_string())
 }
 
 /// Deletes one message from the interruption queue; a failure is logged (the message comes
@@ -777,22 +1101,28 @@ impl CloudProvider for AwsCloud {
         }
         // Spot when the request allows it and any spot offering is left, as Karpenter does.
         let spot = spot_allowed && candidates.iter().any(|c| c.0);
-        let mut overrides: Vec<(launch::Override, String)> = candidates
-            .into_iter()
-            .filter(|c| c.0 == spot)
-            .map(|c| (c.1, c.2))
-            .collect();
-        if !spot {
-            overrides.sort_by(|a, b| a.0.price.total_cmp(&b.0.price));
-        }
-        overrides.truncate(launch::MAX_OVERRIDES);
-        if overrides.is_empty() {
+        candidates.retain(|c| c.0 == spot);
+        if candidates.is_empty() {
             return Err(CloudError::InsufficientCapacity { offerings: vec![] });
         }
-        let profile = spec
-            .instance_profile
-            .clone()
-            .or_else(|| spec.role.clone())
+        let priced: Vec<(&InstanceType, f64)> = candidates
+            .iter()
+            .filter_map(|c| Some((*by_name.get(c.1.instance_type.as_str())?, c.1.price)))
+            .collect();
+        let chosen =
+            launch::choose_types(&priced, reqs).map_err(|message| CloudError::Invalid {
+                message: format!("NodeClaim {}: {message}", request.claim_name),
+            })?;
+        let mut overrides: Vec<(launch::Override, String)> = candidates
+            .into_iter()
+            .filter(|c| chosen.contains(&c.1.instance_type.as_str()))
+            .map(|c| (c.1, c.2))
+            .collect();
+        overrides.sort_by(|a, b| a.0.price.total_cmp(&b.0.price));
+        overrides.truncate(launch::MAX_OVERRIDES);
+        let profile = self
+            .instance_profile(&class_name, &spec)
+            .await?
             .unwrap_or_default();
         let mut instance_tags = launch::ownership_tags(
             &self.settings,
@@ -840,6 +1170,9 @@ impl CloudProvider for AwsCloud {
                     n
                 }
             };
+            self.lock()
+                .templates_used
+                .insert(name.clone(), self.clock.now());
             o.template = name;
             fleet.push(o);
         }
@@ -870,8 +1203,23 @@ impl CloudProvider for AwsCloud {
                 break;
             }
             let token = client_token(&request.client_token, attempt);
-            let result =
-                launch::create_fleet(&self.ec2, &token, spot, &left, &instance_tags).await?;
+            let result = match launch::create_fleet(&self.ec2, &token, spot, &left, &instance_tags)
+                .await
+            {
+                Ok(r) => r,
+                // The token was used before with other overrides (a retried launch after
+                // the catalog moved): what that launch made, if anything, is the answer.
+                Err(e) if e.code_is("IdempotentParameterMismatch") => {
+                    return match self.claimed_instance(&request.claim_name).await? {
+                        Some(i) => {
+                            tracing::info!(claim = %request.claim_name, instance = %i.provider_id, "the claim's earlier launch made this instance");
+                            Ok(i)
+                        }
+                        None => Err(e.into()),
+                    };
+                }
+                Err(e) => return Err(e.into()),
+            };
             let failed: Vec<OfferingKey> = result
                 .errors
                 .iter()
@@ -1032,6 +1380,9 @@ impl CloudProvider for AwsCloud {
                 }
             }
         }
+        // The controller's garbage collection lists instances periodically: the templates'
+        // collection rides along.
+        self.collect_templates().await;
         Ok(out)
     }
 
@@ -1160,24 +1511,26 @@ impl CloudProvider for AwsCloud {
             return Ok(Vec::new());
         };
         let url = self.queue_url(sqs).await?;
-        let out = sqs
-            .receive_message()
-            .queue_url(&url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(0)
-            .send()
-            .await
-            .map_err(|e| sdk_error("ReceiveMessage", e))?;
+        let poller = self.polled.lock().expect("poller").clone();
+        let messages = match poller {
+            Some(buffer) => std::mem::take(&mut *buffer.lock().expect("polled")),
+            None => received(
+                &sqs.receive_message()
+                    .queue_url(&url)
+                    .max_number_of_messages(10)
+                    .wait_time_seconds(0)
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error("ReceiveMessage", e))?,
+            ),
+        };
         let mut events = Vec::new();
-        for m in out.messages() {
-            let Some(receipt) = m.receipt_handle() else {
-                continue;
-            };
-            let parsed = interruption::parse(m.body().unwrap_or_default());
-            let msg = match parsed {
+        for m in &messages {
+            let receipt = m.receipt.as_str();
+            let msg = match interruption::parse(&m.body) {
                 Ok(msg) => msg,
                 Err(why) => {
-                    tracing::warn!(message = m.message_id().unwrap_or_default(), %why, "malformed interruption message: deleted");
+                    tracing::warn!(message = %m.id, %why, "malformed interruption message: deleted");
                     self.lock().malformed += 1;
                     let _ = delete_message(sqs, &url, receipt).await;
                     continue;

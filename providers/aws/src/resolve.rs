@@ -117,9 +117,9 @@ pub async fn security_groups(
     Ok(out.into_values().collect())
 }
 
-/// The image name pattern and owner an alias stands for. Karpenter reads the EKS-optimized
-/// AMI's SSM parameter; capstan looks the same images up by their published names, newest
-/// first (`@latest`) or with the version in the name.
+/// The image name pattern and owner an alias stands for: where SSM has no parameter for the
+/// alias (see [`crate::ssm`]), the same images by their published names, newest first
+/// (`@latest`) or with the version in the name.
 fn alias_lookup(alias: &str) -> Option<(Vec<String>, &'static str)> {
     let (family, version) = alias.split_once('@')?;
     let v = if version == "latest" {
@@ -148,11 +148,23 @@ fn alias_lookup(alias: &str) -> Option<(Vec<String>, &'static str)> {
     Some((names, "amazon"))
 }
 
-pub async fn amis(ec2: &Client, spec: &AwsNodeClassSpec) -> Result<Vec<ResolvedAmi>, AwsError> {
+/// Where aliases and `ssmParameter` terms are read: SSM, and the cluster's Kubernetes
+/// version (`1.34`) the EKS-optimized parameters are published under.
+#[derive(Clone, Copy, Default)]
+pub struct Ssm<'a> {
+    pub client: Option<&'a aws_sdk_ssm::Client>,
+    pub kubernetes_version: Option<&'a str>,
+}
+
+pub async fn amis(
+    ec2: &Client,
+    ssm: Ssm<'_>,
+    spec: &AwsNodeClassSpec,
+) -> Result<Vec<ResolvedAmi>, AwsError> {
     // (creation date, image) for every match.
     let mut found: BTreeMap<String, (String, ResolvedAmi)> = BTreeMap::new();
     for term in &spec.ami_selector_terms {
-        for req in image_queries(ec2, term)? {
+        for req in image_queries(ec2, ssm, term).await? {
             let resp = req
                 .send()
                 .await
@@ -186,8 +198,9 @@ pub async fn amis(ec2: &Client, spec: &AwsNodeClassSpec) -> Result<Vec<ResolvedA
     Ok(all.into_iter().map(|(_, a)| a).collect())
 }
 
-fn image_queries(
+async fn image_queries(
     ec2: &Client,
+    ssm: Ssm<'_>,
     term: &AmiSelectorTerm,
 ) -> Result<
     Vec<aws_sdk_ec2::operation::describe_images::builders::DescribeImagesFluentBuilder>,
@@ -198,6 +211,18 @@ fn image_queries(
             field: "spec.amiSelectorTerms[].alias".into(),
             message: format!("unknown alias {alias:?}"),
         })?;
+        if let (Some(client), Some(k8s)) = (ssm.client, ssm.kubernetes_version) {
+            let params =
+                crate::ssm::alias_parameters(alias, k8s).ok_or_else(|| AwsError::NodeClass {
+                    field: "spec.amiSelectorTerms[].alias".into(),
+                    message: format!("alias {alias:?} has no SSM parameter"),
+                })?;
+            let ids = crate::ssm::image_ids(client, &params).await?;
+            if !ids.is_empty() {
+                return Ok(vec![ec2.describe_images().set_image_ids(Some(ids))]);
+            }
+            tracing::debug!(%alias, kubernetes = k8s, "SSM has no parameter for the alias: selecting by image name");
+        }
         return Ok(names
             .into_iter()
             .map(|n| {
@@ -207,12 +232,19 @@ fn image_queries(
             })
             .collect());
     }
-    if term.ssm_parameter.is_some() {
-        return Err(AwsError::NodeClass {
+    if let Some(param) = &term.ssm_parameter {
+        let client = ssm.client.ok_or_else(|| AwsError::NodeClass {
             field: "spec.amiSelectorTerms[].ssmParameter".into(),
-            message: "SSM parameters are not resolved by this build; select by id, name or tags"
-                .into(),
-        });
+            message: "no SSM client is configured".into(),
+        })?;
+        let ids = crate::ssm::image_ids(client, std::slice::from_ref(param)).await?;
+        if ids.is_empty() {
+            return Err(AwsError::NodeClass {
+                field: "spec.amiSelectorTerms[].ssmParameter".into(),
+                message: format!("SSM parameter {param:?} not found"),
+            });
+        }
+        return Ok(vec![ec2.describe_images().set_image_ids(Some(ids))]);
     }
     let mut req = ec2.describe_images();
     if let Some(id) = &term.id {
@@ -234,11 +266,15 @@ fn image_queries(
 }
 
 /// Resolves everything; a selector that matches nothing is an error naming its field.
-pub async fn resolve(ec2: &Client, spec: &AwsNodeClassSpec) -> Result<Resolved, AwsError> {
+pub async fn resolve(
+    ec2: &Client,
+    ssm: Ssm<'_>,
+    spec: &AwsNodeClassSpec,
+) -> Result<Resolved, AwsError> {
     let r = Resolved {
         subnets: subnets(ec2, spec).await?,
         security_groups: security_groups(ec2, spec).await?,
-        amis: amis(ec2, spec).await?,
+        amis: amis(ec2, ssm, spec).await?,
     };
     for (field, empty) in [
         ("spec.subnetSelectorTerms", r.subnets.is_empty()),

@@ -132,8 +132,7 @@ fn cloud(ec2: Client) -> AwsCloud {
     let classes = Arc::new(NodeClassMap::default());
     classes.insert("AWSNodeClass", "default", node_class());
     AwsCloud::with_clients(
-        ec2,
-        None,
+        Clients::ec2_only(ec2),
         Settings {
             cluster_name: "demo".into(),
             ..Default::default()
@@ -438,26 +437,43 @@ fn provider_ids_round_trip_and_long_client_tokens_are_shortened() {
 
 #[test]
 fn the_controller_iam_policy_allows_every_call_the_provider_makes() {
-    // Every AWS API the provider calls (grep the sources for `.send()` sites), and what
-    // CreateFleet needs besides (RunInstances and CreateTags on the resources it makes).
-    const CALLS: [&str; 16] = [
-        "ec2:CreateFleet",
-        "ec2:RunInstances",
-        "ec2:CreateTags",
-        "ec2:CreateLaunchTemplate",
-        "ec2:DescribeLaunchTemplates",
-        "ec2:TerminateInstances",
-        "ec2:DescribeInstances",
-        "ec2:DescribeImages",
-        "ec2:DescribeInstanceTypes",
-        "ec2:DescribeInstanceTypeOfferings",
-        "ec2:DescribeSecurityGroups",
-        "ec2:DescribeSpotPriceHistory",
-        "ec2:DescribeSubnets",
-        "sqs:GetQueueUrl",
-        "sqs:ReceiveMessage",
-        "sqs:DeleteMessage",
+    // Every AWS API the provider calls: each call's error goes through `sdk_error("<Op>", …)`,
+    // so the sources name them all.
+    let sources = [
+        include_str!("lib.rs"),
+        include_str!("launch.rs"),
+        include_str!("resolve.rs"),
+        include_str!("ssm.rs"),
+        include_str!("pricing.rs"),
+        include_str!("profile.rs"),
+        include_str!("catalog.rs"),
+        include_str!("interruption.rs"),
     ];
+    let mut calls: BTreeSet<String> = BTreeSet::new();
+    for src in sources {
+        for piece in src.split("sdk_error(\"").skip(1) {
+            let op: String = piece
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            if op.is_empty() {
+                continue;
+            }
+            let service = match op.as_str() {
+                "GetQueueUrl" | "ReceiveMessage" | "DeleteMessage" => "sqs",
+                "GetParameter" => "ssm",
+                "GetProducts" => "pricing",
+                o if o.contains("InstanceProfile") => "iam",
+                _ => "ec2",
+            };
+            calls.insert(format!("{service}:{op}"));
+        }
+    }
+    assert!(calls.len() >= 20, "{calls:?}");
+    // What CreateFleet needs besides: RunInstances, and CreateTags on what it makes.
+    calls.insert("ec2:RunInstances".into());
+    calls.insert("ec2:CreateTags".into());
+    calls.insert("iam:TagInstanceProfile".into());
     let policy: serde_json::Value =
         serde_json::from_str(include_str!("../../../deploy/aws/controller-policy.json")).unwrap();
     let mut allowed = BTreeSet::new();
@@ -473,7 +489,7 @@ fn the_controller_iam_policy_allows_every_call_the_provider_makes() {
         }
         assert!(s.get("Resource").is_some(), "{s}");
     }
-    for call in CALLS {
+    for call in &calls {
         assert!(allowed.contains(call), "{call} is not allowed");
     }
     assert!(allowed.contains("iam:PassRole"));
@@ -513,5 +529,266 @@ fn the_node_class_hash_changes_with_static_settings_and_not_with_selectors() {
         nodeclass_hash(&selectors),
         h,
         "selectors drift by what they resolve to"
+    );
+}
+
+fn ec2_client_error(code: &str) -> HttpResponse {
+    let body = format!(
+        "<Response><Errors><Error><Code>{code}</Code><Message>{code}</Message></Error></Errors><RequestID>r</RequestID></Response>"
+    );
+    HttpResponse::new(StatusCode::try_from(400).unwrap(), SdkBody::from(body))
+}
+
+fn cloud_with(clients: Clients, kubernetes_version: Option<&str>) -> AwsCloud {
+    let classes = Arc::new(NodeClassMap::default());
+    classes.insert("AWSNodeClass", "default", node_class());
+    AwsCloud::with_clients(
+        clients,
+        Settings {
+            cluster_name: "demo".into(),
+            kubernetes_version: kubernetes_version.map(String::from),
+            ..Default::default()
+        },
+        classes,
+        Arc::new(ManualClock::new()),
+    )
+}
+
+const AL2023_X86: &str =
+    "/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/standard/recommended/image_id";
+
+fn parameter_not_found() -> aws_sdk_ssm::operation::get_parameter::GetParameterError {
+    aws_sdk_ssm::operation::get_parameter::GetParameterError::ParameterNotFound(
+        aws_sdk_ssm::types::error::ParameterNotFound::builder().build(),
+    )
+}
+
+#[tokio::test]
+async fn an_alias_resolves_to_the_image_in_the_eks_optimized_parameter_for_the_clusters_version() {
+    let x86 = mock!(aws_sdk_ssm::Client::get_parameter)
+        .match_requests(|r| r.name() == Some(AL2023_X86))
+        .then_output(|| {
+            aws_sdk_ssm::operation::get_parameter::GetParameterOutput::builder()
+                .parameter(
+                    aws_sdk_ssm::types::Parameter::builder()
+                        .name(AL2023_X86)
+                        .value("ami-from-ssm")
+                        .build(),
+                )
+                .build()
+        });
+    let other = mock!(aws_sdk_ssm::Client::get_parameter).then_error(parameter_not_found);
+    let ssm = mock_client!(aws_sdk_ssm, RuleMode::MatchAny, [&x86, &other]);
+    let by_id = mock!(Client::describe_images)
+        .match_requests(|r| r.image_ids() == ["ami-from-ssm".to_string()])
+        .then_output(|| {
+            DescribeImagesOutput::builder()
+                .images(
+                    Image::builder()
+                        .image_id("ami-from-ssm")
+                        .name("amazon-eks-node-al2023-x86_64-standard-1.34-v20261115")
+                        .architecture(ArchitectureValues::X8664)
+                        .creation_date("2026-11-15T00:00:00.000Z")
+                        .build(),
+                )
+                .build()
+        });
+    let mut rules = vec![by_id.clone()];
+    rules.extend(region_rules());
+    let ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter());
+    let mut clients = Clients::ec2_only(ec2);
+    clients.ssm = Some(ssm);
+    let c = cloud_with(clients, Some("1.34"));
+    let r = c.resolved(&node_class()).await.expect("resolved");
+    let ids: Vec<&str> = r.amis.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, ["ami-from-ssm"]);
+    assert_eq!(
+        (x86.num_calls(), other.num_calls(), by_id.num_calls()),
+        (1, 1, 1)
+    );
+}
+
+#[tokio::test]
+async fn an_alias_ssm_has_no_parameter_for_selects_the_image_by_its_published_name() {
+    let none = mock!(aws_sdk_ssm::Client::get_parameter).then_error(parameter_not_found);
+    let ssm = mock_client!(aws_sdk_ssm, RuleMode::MatchAny, [&none]);
+    let by_name = mock!(Client::describe_images)
+        .match_requests(|r| {
+            r.image_ids().is_empty()
+                && r.filters().iter().any(|f| {
+                    f.name() == Some("name")
+                        && f.values() == ["amazon-eks-node-al2023-x86_64-standard-*-*".to_string()]
+                })
+        })
+        .then_output(|| {
+            DescribeImagesOutput::builder()
+                .images(
+                    Image::builder()
+                        .image_id("ami-by-name")
+                        .architecture(ArchitectureValues::X8664)
+                        .creation_date("2026-11-01T00:00:00.000Z")
+                        .build(),
+                )
+                .build()
+        });
+    let empty =
+        mock!(Client::describe_images).then_output(|| DescribeImagesOutput::builder().build());
+    let mut rules = vec![by_name.clone(), empty];
+    rules.extend(region_rules());
+    let ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter());
+    let mut clients = Clients::ec2_only(ec2);
+    clients.ssm = Some(ssm);
+    let c = cloud_with(clients, Some("1.34"));
+    let r = c.resolved(&node_class()).await.expect("resolved");
+    let ids: Vec<&str> = r.amis.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, ["ami-by-name"]);
+    assert_eq!(
+        none.num_calls(),
+        2,
+        "both architectures' parameters were asked for"
+    );
+}
+
+fn price_doc(instance_type: &str, usd: &str) -> String {
+    format!(
+        r#"{{"product": {{"attributes": {{"instanceType": "{instance_type}"}}}},
+            "terms": {{"OnDemand": {{"a": {{"priceDimensions": {{"b": {{"pricePerUnit": {{"USD": "{usd}"}}}}}}}}}}}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn on_demand_prices_come_from_the_pricing_api_with_the_snapshot_for_types_it_does_not_list() {
+    let products = mock!(aws_sdk_pricing::Client::get_products)
+        .match_requests(|r| {
+            r.service_code() == Some("AmazonEC2")
+                && r.filters()
+                    .iter()
+                    .any(|f| f.field() == "regionCode" && f.value() == "us-east-1")
+                && r.filters()
+                    .iter()
+                    .any(|f| f.field() == "operatingSystem" && f.value() == "Linux")
+        })
+        .then_output(|| {
+            aws_sdk_pricing::operation::get_products::GetProductsOutput::builder()
+                .price_list(price_doc("m5.large", "0.1000000000"))
+                .build()
+        });
+    let pricing = mock_client!(aws_sdk_pricing, RuleMode::MatchAny, [&products]);
+    let ec2 = mock_client!(
+        aws_sdk_ec2,
+        RuleMode::MatchAny,
+        region_rules().iter(),
+        |c| c.region(aws_sdk_ec2::config::Region::new("us-east-1"))
+    );
+    let mut clients = Clients::ec2_only(ec2);
+    clients.pricing = Some(pricing);
+    let c = cloud_with(clients, None);
+    let types = c.instance_types(&pool()).await.expect("types");
+    let od = |name: &str| {
+        types
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap()
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == "on-demand")
+            .unwrap()
+            .price
+    };
+    assert_eq!(od("m5.large"), 0.1, "the Pricing API's price");
+    assert_eq!(od("m5.xlarge"), 0.192, "the snapshot's price");
+    assert_eq!(products.num_calls(), 1);
+    // Within twelve hours the prices are not read again.
+    c.instance_types(&pool()).await.unwrap();
+    assert_eq!(products.num_calls(), 1);
+}
+
+#[tokio::test]
+async fn when_the_pricing_api_cannot_be_read_the_snapshots_prices_serve() {
+    let denied = mock!(aws_sdk_pricing::Client::get_products).then_http_response(|| {
+        HttpResponse::new(
+            StatusCode::try_from(400).unwrap(),
+            SdkBody::from(r#"{"__type":"AccessDeniedException","message":"no"}"#),
+        )
+    });
+    let pricing = mock_client!(aws_sdk_pricing, RuleMode::MatchAny, [&denied]);
+    let ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, region_rules().iter());
+    let mut clients = Clients::ec2_only(ec2);
+    clients.pricing = Some(pricing);
+    let c = cloud_with(clients, None);
+    c.instance_types(&pool()).await.expect("types");
+    assert_eq!(c.on_demand_price("m5.large"), Some(0.096));
+    assert_eq!(denied.num_calls(), 1);
+}
+
+fn pool() -> NodePool {
+    let obj: capstan_model::nodepool::NodePoolObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "capstan.dev", "kind": "AWSNodeClass", "name": "default"},
+            "requirements": []}}}
+    }))
+    .unwrap();
+    NodePool::compile_fail_closed(&obj).unwrap()
+}
+
+#[tokio::test]
+async fn a_launch_whose_token_was_spent_on_other_overrides_returns_the_instance_that_launch_made() {
+    let mismatch = mock!(Client::create_fleet)
+        .then_http_response(|| ec2_client_error("IdempotentParameterMismatch"));
+    let found = mock!(Client::describe_instances)
+        .match_requests(|r| {
+            r.filters().iter().any(|f| {
+                f.name() == Some("tag:karpenter.sh/nodeclaim")
+                    && f.values() == ["default-abc12".to_string()]
+            })
+        })
+        .then_output(|| {
+            DescribeInstancesOutput::builder()
+                .reservations(
+                    Reservation::builder()
+                        .instances(
+                            aws_sdk_ec2::types::Instance::builder()
+                                .instance_id("i-0earlier")
+                                .instance_type("m5.large".into())
+                                .placement(
+                                    Placement::builder().availability_zone("us-east-1b").build(),
+                                )
+                                .state(Ec2State::builder().name(InstanceStateName::Pending).build())
+                                .tags(
+                                    aws_sdk_ec2::types::Tag::builder()
+                                        .key(NODECLAIM_TAG)
+                                        .value("default-abc12")
+                                        .build(),
+                                )
+                                .build(),
+                        )
+                        .build(),
+                )
+                .build()
+        });
+    let mut rules = region_rules();
+    rules.push(mismatch.clone());
+    rules.push(found.clone());
+    let c = cloud(mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter()));
+    let inst = c
+        .create(&request())
+        .await
+        .expect("the earlier launch's instance");
+    assert_eq!(inst.provider_id, "aws:///us-east-1b/i-0earlier");
+    assert_eq!(inst.claim_name, "default-abc12");
+    assert_eq!((mismatch.num_calls(), found.num_calls()), (1, 1));
+
+    // Nothing launched under the token: the mismatch is the answer, and it is not retried.
+    let nothing = mock!(Client::describe_instances)
+        .then_output(|| DescribeInstancesOutput::builder().build());
+    let mut rules = region_rules();
+    rules.push(mismatch.clone());
+    rules.push(nothing);
+    let c = cloud(mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter()));
+    let err = c.create(&request()).await.unwrap_err();
+    assert!(
+        matches!(&err, CloudError::Invalid { message } if message.contains("IdempotentParameterMismatch")),
+        "{err:?}"
     );
 }
