@@ -388,6 +388,67 @@ pub fn read_live(kubeconfig: &str) -> anyhow::Result<capstan_kube::whatif::Live>
     })
 }
 
+/// The catalog as each NodePool's node class sees it: a node class (Karpenter's
+/// `karpenter.k8s.aws/v1` EC2NodeClass, or capstan's) changes its pools' types by its
+/// kubelet settings (pods, allocatable) and the zones of the subnets its status lists. Pools
+/// that see a type differently get a variant each (`merge_pool_types`). A pool whose AWS node
+/// class is missing or does not load plans with the catalog as it is, and says so.
+pub fn pool_catalog(
+    live: &capstan_kube::whatif::Live,
+    nodepools: &[capstan_model::NodePool],
+    mut catalog: Catalog,
+) -> (Catalog, Vec<String>) {
+    use capstan_model::overhead::{kubelet_overrides, with_kubelet};
+    let mut warnings = Vec::new();
+    let mut per_pool = Vec::with_capacity(nodepools.len());
+    for pool in nodepools {
+        let types = match pool.spec.template.spec.node_class_ref.as_ref() {
+            Some(r) if matches!(r.kind.as_str(), "EC2NodeClass" | "AWSNodeClass") => {
+                let seen = live.node_classes.iter().find(|c| {
+                    c.kind == r.kind
+                        && c.name == r.name
+                        && (r.group.is_empty() || c.group == r.group)
+                });
+                match seen.map(|c| (c, &c.spec)) {
+                    Some((c, Ok(spec))) => {
+                        let k = kubelet_overrides(spec);
+                        catalog
+                            .instance_types
+                            .iter()
+                            .map(|t| {
+                                let mut t = with_kubelet(t, &k);
+                                if !c.zones.is_empty() {
+                                    t.offerings.retain(|o| c.zones.contains(&o.zone));
+                                }
+                                t
+                            })
+                            .filter(|t| !t.offerings.is_empty())
+                            .collect()
+                    }
+                    Some((c, Err(e))) => {
+                        warnings.push(format!(
+                            "nodepool {}: {} {}: {e}: planned with the catalog as it is",
+                            pool.name, c.kind, c.name
+                        ));
+                        catalog.instance_types.clone()
+                    }
+                    None => {
+                        warnings.push(format!(
+                            "nodepool {}: nodeClassRef {}/{} {} not found: planned with the catalog as it is",
+                            pool.name, r.group, r.kind, r.name
+                        ));
+                        catalog.instance_types.clone()
+                    }
+                }
+            }
+            _ => catalog.instance_types.clone(),
+        };
+        per_pool.push((pool.name.clone(), types));
+    }
+    catalog.instance_types = capstan_model::catalog::merge_pool_types(per_pool);
+    (catalog, warnings)
+}
+
 /// What a plan reads, from the live cluster: its pending pods, its nodes with their bound pods
 /// and DaemonSets, and the NodeClaims still launching (as in-flight capacity).
 pub fn plan_input(
@@ -395,6 +456,10 @@ pub fn plan_input(
     nodepools: Vec<capstan_model::NodePool>,
     catalog: Catalog,
 ) -> crate::plan_cmd::PlanInput {
+    let (catalog, warnings) = pool_catalog(live, &nodepools, catalog);
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
     use capstan_sched::{InFlight, Snapshot};
     let mut snapshot = Snapshot {
         nodes: live.nodes.clone(),

@@ -814,7 +814,7 @@ fn consolidate(
     use capstan_cli::consolidate_cmd as cc;
     let now = cc::now(now)?;
     let catalog = input::catalog(catalog)?;
-    let (pools, mut state) = match kubeconfig {
+    let (pools, mut state, catalog) = match kubeconfig {
         Some(kc) => {
             let live = capstan_cli::cluster_cmd::read_live(kc)?;
             let pools = if nodepools.is_empty() {
@@ -822,15 +822,23 @@ fn consolidate(
             } else {
                 capstan_cli::plan_cmd::read_nodepools(nodepools)?
             };
+            // Replacements are priced and sized as each pool's node class sees the types.
+            let (catalog, warnings) =
+                capstan_cli::cluster_cmd::pool_catalog(&live, &pools, catalog);
+            for w in &warnings {
+                tracing::warn!("{w}");
+            }
+            let state = capstan_cli::cluster_cmd::consolidate_input(&live, &catalog);
+            (pools, state, catalog)
+        }
+        None => {
+            let state = cc::read(cluster.unwrap_or("-"), pdbs, &catalog)?;
             (
-                pools,
-                capstan_cli::cluster_cmd::consolidate_input(&live, &catalog),
+                capstan_cli::plan_cmd::read_nodepools(nodepools)?,
+                state,
+                catalog,
             )
         }
-        None => (
-            capstan_cli::plan_cmd::read_nodepools(nodepools)?,
-            cc::read(cluster.unwrap_or("-"), pdbs, &catalog)?,
-        ),
     };
     let mut rounds = Vec::new();
     let mut evaluations = Vec::new();

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Catalog {
-    /// When fetched, and the types of every NodePool merged, in name order.
+    /// When fetched, and the types of every NodePool merged, in name order (one variant per
+    /// pool where pools see a type differently: `merge_pool_types`).
     types: Option<(f64, Vec<InstanceType>)>,
     /// Offerings that returned InsufficientCapacity, and until when they are avoided.
     unavailable: BTreeMap<OfferingKey, f64>,
@@ -71,22 +72,18 @@ where
             .as_ref()
             .is_some_and(|(at, _)| now - at < ttl);
     if !fresh {
-        let mut merged: BTreeMap<String, InstanceType> = BTreeMap::new();
+        let mut per_pool = Vec::with_capacity(pools.len());
         let mut failed = BTreeMap::new();
         for pool in &pools {
             match cx.cloud.instance_types(pool).await {
-                Ok(ts) => {
-                    for t in ts {
-                        merged.entry(t.name.clone()).or_insert(t);
-                    }
-                }
+                Ok(ts) => per_pool.push((pool.name.clone(), ts)),
                 Err(e) => {
                     tracing::warn!(error = %e, pool = %pool.name, "the provider cannot launch for this NodePool");
                     failed.insert(pool.name.clone(), e.to_string());
                 }
             }
         }
-        cx.s.catalog.types = Some((now, merged.into_values().collect()));
+        cx.s.catalog.types = Some((now, capstan_model::catalog::merge_pool_types(per_pool)));
         cx.s.catalog.pools = pools;
         cx.s.catalog.failed = failed;
         report_pools(cx).await;

@@ -32,21 +32,20 @@ pub fn launchable_types(c: &NodeClaim, types: &[InstanceType], catalog: &Catalog
     c.instance_types
         .iter()
         .filter(|t| {
-            let allowed: Vec<(&String, &str)> = types
-                .iter()
-                .find(|x| &x.name == *t)
-                .map(|x| {
-                    x.offerings
-                        .iter()
-                        .filter(|o| {
-                            c.requirements.allows(labels::ZONE, &o.zone)
-                                && c.requirements
-                                    .allows(labels::CAPACITY_TYPE, &o.capacity_type)
-                        })
-                        .map(|o| (&o.zone, o.capacity_type.as_str()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let allowed: Vec<(&String, &str)> =
+                capstan_model::catalog::type_for_pool(types, t, Some(&c.nodepool))
+                    .map(|(_, x)| {
+                        x.offerings
+                            .iter()
+                            .filter(|o| {
+                                c.requirements.allows(labels::ZONE, &o.zone)
+                                    && c.requirements
+                                        .allows(labels::CAPACITY_TYPE, &o.capacity_type)
+                            })
+                            .map(|o| (&o.zone, o.capacity_type.as_str()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
             allowed.is_empty()
                 || allowed.iter().any(|(z, ct)| {
                     !catalog.is_unavailable(&OfferingKey {
@@ -129,11 +128,12 @@ impl Launcher {
         match cx.cloud.create(&request).await {
             Ok(inst) => {
                 self.attempts.remove(&c.name);
-                let t =
-                    cx.s.catalog
-                        .cached()
-                        .iter()
-                        .find(|t| t.name == inst.instance_type);
+                let t = capstan_model::catalog::type_for_pool(
+                    cx.s.catalog.cached(),
+                    &inst.instance_type,
+                    Some(&c.nodepool),
+                )
+                .map(|(_, t)| t);
                 let mut status = c.status.clone();
                 status.provider_id = Some(inst.provider_id.clone());
                 status.instance_type = Some(inst.instance_type.clone());

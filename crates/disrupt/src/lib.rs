@@ -70,7 +70,8 @@ impl NodeInfo {
         let instance_type = node
             .labels
             .get(labels::INSTANCE_TYPE)
-            .and_then(|t| types.iter().position(|x| x.name == *t));
+            .and_then(|t| capstan_model::catalog::type_for_pool(types, t, nodepool.as_deref()))
+            .map(|(i, _)| i);
         let capacity_type = node
             .labels
             .get(labels::CAPACITY_TYPE)

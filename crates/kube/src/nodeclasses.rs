@@ -54,6 +54,69 @@ pub async fn karpenter_node_classes(client: &kube::Client) -> Result<Vec<Listed>
         .collect())
 }
 
+/// A node class as the read-only what-if reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Seen {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+    pub spec: Result<AwsNodeClassSpec, String>,
+    /// The zones of the subnets its status lists (Karpenter's or capstan's resolution);
+    /// empty when it has none yet.
+    pub zones: Vec<String>,
+}
+
+/// Every node class a NodePool may name: Karpenter's `EC2NodeClass` (`karpenter.k8s.aws/v1`)
+/// and capstan's `AWSNodeClass` and `EC2NodeClass`. A kind the cluster does not serve is
+/// read as empty.
+pub async fn seen(client: &kube::Client) -> Result<Vec<Seen>, kube::Error> {
+    let karpenter = ApiResource {
+        group: KARPENTER_GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{KARPENTER_GROUP}/v1"),
+        kind: KARPENTER_KIND.into(),
+        plural: "ec2nodeclasses".into(),
+    };
+    let mut out = Vec::new();
+    for ar in [
+        karpenter,
+        capstan_resource("AWSNodeClass", "awsnodeclasses"),
+        capstan_resource("EC2NodeClass", "ec2nodeclasses"),
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let items = match api.list(&ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(kube::Error::Api(s)) if s.code == 404 => continue,
+            Err(e) => return Err(e),
+        };
+        for o in &items {
+            let Some((name, spec)) = parse(o) else {
+                continue;
+            };
+            let mut zones: Vec<String> = o
+                .data
+                .pointer("/status/subnets")
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.get("zone")?.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            zones.sort();
+            zones.dedup();
+            out.push(Seen {
+                group: ar.group.clone(),
+                kind: ar.kind.clone(),
+                name,
+                spec,
+                zones,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Writes a node class's status (merge patch on the status subresource).
 pub async fn set_status(
     client: &kube::Client,

@@ -1,6 +1,7 @@
 //! The read-only what-if on a live cluster: everything `capstan plan` and `capstan consolidate`
 //! read — pods, nodes, NodePools (capstan's and Karpenter's `karpenter.sh/v1`), NodeClaims,
-//! PDBs, DaemonSets — read with list requests only. Nothing is written.
+//! PDBs, DaemonSets, node classes (Karpenter's `karpenter.k8s.aws/v1` EC2NodeClass and
+//! capstan's) — read with list requests only. Nothing is written.
 
 use crate::api::{KubeApi, Settings};
 use crate::convert;
@@ -19,6 +20,8 @@ pub struct Live {
     pub claims: Vec<NodeClaim>,
     pub pdbs: Vec<Pdb>,
     pub daemonsets: Vec<Pod>,
+    /// Node classes (Karpenter's EC2NodeClass, capstan's AWSNodeClass and EC2NodeClass).
+    pub node_classes: Vec<crate::nodeclasses::Seen>,
     /// Objects skipped, one line each (kind, key, why).
     pub warnings: Vec<String>,
 }
@@ -75,6 +78,9 @@ pub async fn read(client: kube::Client) -> Result<Live, ApiError> {
             Err(e) => return Err(e),
         }
     }
+    live.node_classes = crate::nodeclasses::seen(&client)
+        .await
+        .map_err(|e| crate::client::api_error("ec2nodeclasses", Kind::NodePool, e))?;
     let karpenter: Api<DynamicObject> = Api::all_with(client, &karpenter_nodepools());
     match karpenter.list(&ListParams::default()).await {
         Ok(list) => {

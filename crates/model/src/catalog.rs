@@ -48,6 +48,64 @@ impl InstanceType {
     }
 }
 
+/// The type named `name` as NodePool `pool` sees it, and its index. Where NodePools see
+/// different figures for one type (their node classes differ: kubelet settings, subnets'
+/// zones), the merged list holds one variant per pool, labelled with the pool
+/// (`capstan.dev/nodepool`, see [`merge_pool_types`]); otherwise one entry serves all.
+pub fn type_for_pool<'a>(
+    types: &'a [InstanceType],
+    name: &str,
+    pool: Option<&str>,
+) -> Option<(usize, &'a InstanceType)> {
+    let mut first = None;
+    for (i, t) in types.iter().enumerate() {
+        if t.name != name {
+            continue;
+        }
+        match t.labels.get(labels::NODEPOOL) {
+            None => return Some((i, t)),
+            Some(p) if Some(p.as_str()) == pool => return Some((i, t)),
+            Some(_) => {
+                first.get_or_insert((i, t));
+            }
+        }
+    }
+    first
+}
+
+/// The types of every NodePool in one list, in name order: a type every pool that offers it
+/// sees alike is listed once; one pools see differently is listed once per pool, labelled
+/// (and required) `capstan.dev/nodepool: <pool>`, so each pool schedules onto its own figures
+/// and offerings.
+pub fn merge_pool_types(per_pool: Vec<(String, Vec<InstanceType>)>) -> Vec<InstanceType> {
+    let mut by_name: BTreeMap<String, Vec<(String, InstanceType)>> = BTreeMap::new();
+    for (pool, types) in per_pool {
+        for t in types {
+            by_name
+                .entry(t.name.clone())
+                .or_default()
+                .push((pool.clone(), t));
+        }
+    }
+    let mut out = Vec::new();
+    for (_, variants) in by_name {
+        if variants.iter().all(|(_, t)| *t == variants[0].1) {
+            out.push(variants.into_iter().next().expect("one at least").1);
+            continue;
+        }
+        for (pool, mut t) in variants {
+            t.labels.insert(labels::NODEPOOL.into(), pool.clone());
+            t.requirements
+                .add(crate::requirements::Requirement::in_values(
+                    labels::NODEPOOL,
+                    [pool.as_str()],
+                ));
+            out.push(t);
+        }
+    }
+    out
+}
+
 pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
     reqs.allows(labels::ZONE, &o.zone) && reqs.allows(labels::CAPACITY_TYPE, &o.capacity_type)
 }
@@ -352,6 +410,55 @@ mod tests {
 
     fn load(json: &str) -> Result<Catalog, CatalogError> {
         Catalog::from_file(serde_json::from_str(json).unwrap())
+    }
+
+    #[test]
+    fn pools_that_see_a_type_alike_share_one_entry_and_pools_that_differ_get_one_each() {
+        let c = load(r#"{"meta":{"region":"us-east-1"},"instance_types":[
+            {"name":"m7i.large","arch":"amd64","vcpu":2,"memory_mib":8192,"max_pods":29,"on_demand_price_usd_per_hour":0.1008},
+            {"name":"c7i.large","arch":"amd64","vcpu":2,"memory_mib":4096,"max_pods":29,"on_demand_price_usd_per_hour":0.0893}]}"#).unwrap();
+        let base = c.instance_types;
+        let mut fewer_pods = base.clone();
+        fewer_pods[0].allocatable.pods = 8;
+        let merged = merge_pool_types(vec![
+            ("a".into(), base.clone()),
+            ("b".into(), base.clone()),
+            ("c".into(), fewer_pods),
+        ]);
+        let names: Vec<(&str, Option<&str>)> = merged
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.labels.get(labels::NODEPOOL).map(String::as_str),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("c7i.large", None),
+                ("m7i.large", Some("a")),
+                ("m7i.large", Some("b")),
+                ("m7i.large", Some("c")),
+            ]
+        );
+        assert!(merged[3].requirements.allows(labels::NODEPOOL, "c"));
+        assert!(!merged[3].requirements.allows(labels::NODEPOOL, "a"));
+        let cases = [
+            ("m7i.large", Some("c"), Some((3, 8))),
+            ("m7i.large", Some("a"), Some((1, 29))),
+            ("m7i.large", Some("elsewhere"), Some((1, 29))),
+            ("m7i.large", None, Some((1, 29))),
+            ("c7i.large", Some("c"), Some((0, 29))),
+            ("r7i.large", Some("c"), None),
+        ];
+        for (name, pool, want) in cases {
+            let got = type_for_pool(&merged, name, pool).map(|(i, t)| (i, t.allocatable.pods));
+            assert_eq!(got, want, "{name} for {pool:?}");
+        }
+        // One pool, or pools alike: the list is the pool's own.
+        assert_eq!(merge_pool_types(vec![("a".into(), base.clone())]).len(), 2);
     }
 
     #[test]

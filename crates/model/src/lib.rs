@@ -12,6 +12,7 @@ pub mod error;
 pub mod labels;
 pub mod load;
 pub mod nodepool;
+pub mod overhead;
 pub mod pdb;
 pub mod pod;
 pub mod quantity;

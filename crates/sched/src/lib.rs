@@ -49,7 +49,7 @@ impl InFlight {
             .instance_type
             .as_ref()
             .or(c.instance_types.first())?;
-        let t = types.iter().find(|t| &t.name == name)?;
+        let (_, t) = capstan_model::catalog::type_for_pool(types, name, Some(&c.nodepool))?;
         let mut labels = t.labels.clone();
         labels.extend(c.labels.clone());
         if let Some(z) = &c.status.zone {

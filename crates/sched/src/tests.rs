@@ -1212,3 +1212,64 @@ fn machines_left_out_of_a_snapshot_still_count_against_nodepool_limits() {
     assert!(plan.new_claims.is_empty());
     assert_eq!(plan.unschedulable.len(), 1);
 }
+
+#[test]
+fn each_nodepool_schedules_onto_its_own_figures_for_a_type_pools_see_differently() {
+    // Two node classes: `east-a` has subnets in us-east-1a only and the default max pods;
+    // `east-b` subnets in us-east-1b only and maxPods 4. The merged catalog holds a variant
+    // of each type per pool.
+    let for_pool = |zone: &str, pods: i64| -> Vec<InstanceType> {
+        catalog()
+            .into_iter()
+            .map(|mut t| {
+                t.offerings.retain(|o| o.zone == zone);
+                t.allocatable.pods = t.allocatable.pods.min(pods);
+                t.capacity.pods = t.allocatable.pods;
+                t
+            })
+            .collect()
+    };
+    let mut w = World::new();
+    w.pools = vec![
+        pool(json!({"name": "east-a", "weight": 10, "template": {"spec": {}}})),
+        pool(json!({"name": "east-b", "template": {"spec": {}}})),
+    ];
+    w.types = capstan_model::catalog::merge_pool_types(vec![
+        ("east-a".into(), for_pool("us-east-1a", 110)),
+        ("east-b".into(), for_pool("us-east-1b", 4)),
+    ]);
+    assert_eq!(w.types.len(), 2 * catalog().len());
+
+    // Pods that must run in us-east-1b go to east-b, at most 4 to a node.
+    let in_b = |name: &str| {
+        pod(
+            name,
+            100,
+            100,
+            json!({}),
+            json!({"nodeSelector": {"topology.kubernetes.io/zone": "us-east-1b"}}),
+        )
+    };
+    let pods: Vec<Pod> = (0..6).map(|i| in_b(&format!("b{i}"))).collect();
+    let plan = w.solve(&pods);
+    assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+    assert_eq!(plan.new_claims.len(), 2, "{plan:#?}");
+    for c in &plan.new_claims {
+        assert_eq!(c.nodepool, "east-b");
+        assert_eq!(c.offering.zone, "us-east-1b");
+        assert!(c.pods.len() <= 4, "east-b's max pods: {}", c.pods.len());
+        for &t in &c.instance_types {
+            assert_eq!(
+                w.types[t].labels[NODEPOOL], "east-b",
+                "only east-b's variants"
+            );
+        }
+    }
+
+    // Unconstrained pods go to the heavier east-a, in its zone, many to a node.
+    let pods: Vec<Pod> = (0..6).map(|i| plain(&format!("a{i}"), 100, 100)).collect();
+    let plan = w.solve(&pods);
+    assert_eq!(plan.new_claims.len(), 1, "{plan:#?}");
+    assert_eq!(plan.new_claims[0].nodepool, "east-a");
+    assert_eq!(plan.new_claims[0].offering.zone, "us-east-1a");
+}

@@ -7,95 +7,11 @@ use aws_sdk_ec2::types::InstanceTypeInfo;
 use capstan_model::catalog::{CatalogEntry, CatalogOffering};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Karpenter's default share of memory the hypervisor keeps (`VM_MEMORY_OVERHEAD_PERCENT`).
-pub const VM_MEMORY_OVERHEAD: f64 = 0.075;
-/// Karpenter's default hard eviction threshold for memory.
-pub const EVICTION_MEMORY_MIB: i64 = 100;
-/// Graviton kernels reserve this much for CMA.
-pub const ARM64_CMA_MIB: i64 = 64;
-
-/// Pods a node can run with the VPC CNI: one IP per pod on every ENI but its primary, plus
-/// the two host-network pods (kube-proxy, aws-node).
-pub fn eni_limited_pods(max_enis: i64, ipv4_per_eni: i64) -> i64 {
-    max_enis * (ipv4_per_eni - 1) + 2
-}
-
-/// Karpenter's kube-reserved CPU in millicores: 6% of the first core, 1% of the second,
-/// 0.5% of the third and fourth, 0.25% of every other.
-pub fn kube_reserved_cpu_millis(vcpus: i64) -> f64 {
-    (0..vcpus)
-        .map(|i| match i {
-            0 => 60.0,
-            1 => 10.0,
-            2 | 3 => 5.0,
-            _ => 2.5,
-        })
-        .sum()
-}
-
-/// Karpenter's kube-reserved memory in MiB: 11 MiB per pod plus 255 MiB.
-pub fn kube_reserved_memory_mib(max_pods: i64) -> i64 {
-    11 * max_pods + 255
-}
-
-/// Memory a node reports as capacity: the type's memory less the CMA on arm64, less the VM
-/// overhead (rounded up to whole MiB).
-pub fn memory_capacity_mib(memory_mib: i64, arch: &str) -> i64 {
-    let m = if arch == "arm64" {
-        memory_mib - ARM64_CMA_MIB
-    } else {
-        memory_mib
-    };
-    m - (m as f64 * VM_MEMORY_OVERHEAD).ceil() as i64
-}
-
-/// Kubelet settings from the node class that change allocatable.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KubeletOverrides {
-    pub max_pods: Option<i64>,
-    pub pods_per_core: Option<i64>,
-    /// Extra millicores and MiB reserved (kubeReserved replaces the formula, systemReserved
-    /// adds to it), as Karpenter does.
-    pub kube_reserved: Option<(Option<f64>, Option<i64>)>,
-    pub system_reserved: (f64, i64),
-    pub eviction_memory_mib: Option<i64>,
-}
-
-/// Allocatable CPU (millicores) and memory (MiB) as Karpenter computes them.
-pub fn allocatable(
-    vcpus: i64,
-    memory_mib: i64,
-    arch: &str,
-    pods: i64,
-    k: &KubeletOverrides,
-) -> (i64, f64) {
-    let (kr_cpu, kr_mem) = match k.kube_reserved {
-        Some((c, m)) => (
-            c.unwrap_or_else(|| kube_reserved_cpu_millis(vcpus)),
-            m.unwrap_or_else(|| kube_reserved_memory_mib(pods)),
-        ),
-        None => (
-            kube_reserved_cpu_millis(vcpus),
-            kube_reserved_memory_mib(pods),
-        ),
-    };
-    let cpu = vcpus as f64 * 1000.0 - kr_cpu - k.system_reserved.0;
-    let mem = memory_capacity_mib(memory_mib, arch)
-        - kr_mem
-        - k.system_reserved.1
-        - k.eviction_memory_mib.unwrap_or(EVICTION_MEMORY_MIB);
-    (cpu.floor() as i64, mem as f64)
-}
-
-/// The pods a node of the type runs: `maxPods` if set, else the ENI limit, capped by
-/// `podsPerCore × vCPUs`.
-pub fn max_pods(eni_pods: i64, vcpus: i64, k: &KubeletOverrides) -> i64 {
-    let mut pods = k.max_pods.unwrap_or(eni_pods);
-    if let Some(ppc) = k.pods_per_core.filter(|p| *p > 0) {
-        pods = pods.min(ppc * vcpus);
-    }
-    pods
-}
+pub use capstan_model::overhead::{
+    ARM64_CMA_MIB, EVICTION_MEMORY_MIB, KubeletOverrides, VM_MEMORY_OVERHEAD, allocatable,
+    eni_limited_pods, kube_reserved_cpu_millis, kube_reserved_memory_mib, max_pods,
+    memory_capacity_mib,
+};
 
 fn arch_of(info: &InstanceTypeInfo) -> Option<&'static str> {
     let archs = info.processor_info()?.supported_architectures();

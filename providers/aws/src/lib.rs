@@ -37,7 +37,6 @@ use capstan_cloud::{
 };
 use capstan_model::awsnodeclass::{AwsNodeClassSpec, MetadataOptions};
 use capstan_model::catalog::{Catalog, CatalogEntry, CatalogFile};
-use capstan_model::quantity::Quantity;
 use capstan_model::{InstanceType, NodePool, labels};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -1024,38 +1023,7 @@ async fn delete_message(
 }
 
 fn kubelet_overrides(spec: &AwsNodeClassSpec) -> catalog::KubeletOverrides {
-    let Some(k) = &spec.kubelet else {
-        return catalog::KubeletOverrides::default();
-    };
-    let int = |key: &str| k.get(key).and_then(|v| v.as_i64());
-    let reserved = |key: &str| -> Option<(Option<f64>, Option<i64>)> {
-        let m = k.get(key)?.as_object()?;
-        let cpu = m
-            .get("cpu")
-            .and_then(|v| v.as_str())
-            .and_then(|s| Quantity::parse(s).ok())
-            .map(|q| q.milli_ceil() as f64);
-        let mem = m
-            .get("memory")
-            .and_then(|v| v.as_str())
-            .and_then(|s| Quantity::parse(s).ok())
-            .map(|q| q.units_ceil() / (1 << 20));
-        Some((cpu, mem))
-    };
-    let system = reserved("systemReserved").unwrap_or((None, None));
-    let eviction = k
-        .get("evictionHard")
-        .and_then(|v| v.get("memory.available"))
-        .and_then(|v| v.as_str())
-        .and_then(|s| Quantity::parse(s).ok())
-        .map(|q| q.units_ceil() / (1 << 20));
-    catalog::KubeletOverrides {
-        max_pods: int("maxPods"),
-        pods_per_core: int("podsPerCore"),
-        kube_reserved: reserved("kubeReserved"),
-        system_reserved: (system.0.unwrap_or(0.0), system.1.unwrap_or(0)),
-        eviction_memory_mib: eviction,
-    }
+    capstan_model::overhead::kubelet_overrides(spec)
 }
 
 impl CloudProvider for AwsCloud {

@@ -106,6 +106,72 @@ fn plan_on_a_cluster_with_karpenter_nodepools_prints_a_plan_and_changes_no_objec
         .chain(after.keys().filter(|k| !before.contains_key(*k)))
         .collect();
     assert!(changed.is_empty(), "the what-if changed {changed:?}");
+
+    // Karpenter's EC2NodeClass, read directly: its kubelet maxPods and the zones of the
+    // subnets its status lists shape the plan. (Karpenter's CRD is the AWS provider's; capstan's
+    // EC2NodeClass CRD is the same schema, served here under karpenter.k8s.aws.)
+    let crd = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../crds/ec2nodeclasses_capstan_dev.yaml"),
+    )
+    .unwrap()
+    .replace(
+        "ec2nodeclasses.capstan.dev",
+        "ec2nodeclasses.karpenter.k8s.aws",
+    )
+    .replace("group: capstan.dev", "group: karpenter.k8s.aws");
+    c.apply(&crd);
+    c.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/ec2nodeclasses.karpenter.k8s.aws",
+    ]);
+    let class: String = example
+        .split("\n---")
+        .filter(|d| d.lines().any(|l| l == "kind: EC2NodeClass"))
+        .collect::<String>()
+        .replace("${CLUSTER_NAME}", "demo")
+        .replace("spec:\n", "spec:\n  kubelet:\n    maxPods: 4\n");
+    c.apply(&class);
+    c.ok(&[
+        "patch",
+        "ec2nodeclasses.karpenter.k8s.aws",
+        "default",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status": {"subnets": [{"id": "subnet-b", "zone": "us-east-1b"}]}}"#,
+    ]);
+    let out = c.capstan_cli(&["plan", "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let claims = plan["nodeclaims"].as_array().unwrap();
+    let placed: Vec<usize> = claims
+        .iter()
+        .map(|x| x["pods"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(placed.iter().sum::<usize>(), 10, "{plan}");
+    assert!(
+        placed.iter().all(|n| *n <= 4),
+        "the node class's maxPods 4 bounds every node: {placed:?}"
+    );
+    assert!(
+        claims.iter().all(|x| x["zone"] == "us-east-1b"),
+        "only the zone of the node class's subnets: {plan}"
+    );
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "crd",
+            "ec2nodeclasses.karpenter.k8s.aws",
+            "--wait=false",
+        ],
+        None,
+    );
     let _ = c.kubectl(
         &[
             "delete",
