@@ -234,6 +234,33 @@ spec:
         (status.as_str(), reason),
         ("False", json!("ResolutionFailed"))
     );
+    // … and a Warning Event on it says the same.
+    let event = wait_for("an Event on nothing", Duration::from_secs(30), || {
+        c.items(&["events.events.k8s.io", "-n", "default"])
+            .into_iter()
+            .find(|e| {
+                e["regarding"]["kind"] == "AWSNodeClass" && e["regarding"]["name"] == "nothing"
+            })
+    });
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert_eq!(event["reason"], "ResolutionFailed", "{event}");
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("subnetSelectorTerms"),
+        "{event}"
+    );
+    // A node class with a role: its status names the instance profile capstan made.
+    assert_eq!(
+        demo["instanceProfile"],
+        json!(capstan_aws::profile::profile_name(
+            "demo",
+            "us-east-1",
+            "demo"
+        )),
+        "{demo}"
+    );
 
     // A spot interruption warning: the node is drained and the instance gone within 120 s.
     let sent = SystemTime::now()
