@@ -269,6 +269,7 @@ async fn launch_list_terminate() {
         ("karpenter.sh/nodeclaim", "default-aaaaa"),
         ("karpenter.k8s.aws/ec2nodeclass", "demo"),
         ("eks:eks-cluster-name", "demo"),
+        ("capstan.dev/cluster", "demo"),
         ("team", "platform"),
     ] {
         assert_eq!(tags.get(k).map(String::as_str), Some(v), "{k} on {tags:?}");
@@ -643,9 +644,72 @@ async fn template_names(ec2: &aws_sdk_ec2::Client) -> Vec<String> {
         .launch_templates()
         .iter()
         .filter_map(|t| t.launch_template_name().map(String::from))
+        .filter(|n| n.starts_with("capstan/"))
         .collect();
     names.sort();
     names
+}
+
+/// What a Karpenter running in the same cluster makes: a launch template and an instance,
+/// tagged for the cluster and a NodePool as Karpenter tags them (a migration runs both).
+async fn karpenters_own(ec2: &aws_sdk_ec2::Client) -> String {
+    let karpenter_tags = |resource: ResourceType| {
+        TagSpecification::builder()
+            .resource_type(resource)
+            .tags(
+                Tag::builder()
+                    .key("kubernetes.io/cluster/demo")
+                    .value("owned")
+                    .build(),
+            )
+            .tags(
+                Tag::builder()
+                    .key("karpenter.sh/nodepool")
+                    .value("default")
+                    .build(),
+            )
+            .tags(
+                Tag::builder()
+                    .key("karpenter.sh/nodeclaim")
+                    .value("default-kkkkk")
+                    .build(),
+            )
+            .build()
+    };
+    ec2.create_launch_template()
+        .launch_template_name("karpenter.k8s.aws/12345")
+        .launch_template_data(
+            aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+                .build(),
+        )
+        .tag_specifications(karpenter_tags(ResourceType::LaunchTemplate))
+        .send()
+        .await
+        .expect(WHY);
+    let image = ec2
+        .describe_images()
+        .owners("amazon")
+        .send()
+        .await
+        .expect(WHY)
+        .images()[0]
+        .image_id()
+        .unwrap()
+        .to_string();
+    ec2.run_instances()
+        .image_id(image)
+        .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(karpenter_tags(ResourceType::Instance))
+        .send()
+        .await
+        .expect(WHY)
+        .instances()[0]
+        .instance_id()
+        .unwrap()
+        .to_string()
 }
 
 async fn template_collection() {
@@ -671,6 +735,7 @@ async fn template_collection() {
         classes,
         clock.clone(),
     );
+    let karpenters_instance = karpenters_own(&ec2).await;
     let mut for_other = request("other-aaaaa");
     for_other.node_class.as_mut().unwrap().name = "other".into();
     cloud.create(&request("default-aaaaa")).await.expect(WHY);
@@ -709,4 +774,22 @@ async fn template_collection() {
     assert!(template_names(&ec2).await.is_empty());
     cloud.create(&request("default-ccccc")).await.expect(WHY);
     assert_eq!(template_names(&ec2).await, left);
+
+    // What Karpenter made is never capstan's: its template is kept, its instance not listed
+    // (so capstan's garbage collection never terminates it).
+    let all = ec2.describe_launch_templates().send().await.unwrap();
+    assert!(
+        all.launch_templates()
+            .iter()
+            .any(|t| t.launch_template_name() == Some("karpenter.k8s.aws/12345")),
+        "Karpenter's template is kept"
+    );
+    let listed = cloud.list().await.expect(WHY);
+    assert!(
+        listed
+            .iter()
+            .all(|i| capstan_aws::instance_id(&i.provider_id) != Some(karpenters_instance.as_str())),
+        "Karpenter's instance is not capstan's: {listed:?}"
+    );
+    assert!(!listed.is_empty(), "capstan's own are listed");
 }

@@ -83,6 +83,10 @@ pub fn ownership_tags(
         "owned".into(),
     );
     t.insert("eks:eks-cluster-name".into(), settings.cluster_name.clone());
+    t.insert(
+        crate::CAPSTAN_CLUSTER_TAG.into(),
+        settings.cluster_name.clone(),
+    );
     t.insert(crate::NODEPOOL_TAG.into(), nodepool.into());
     t.insert(crate::NODECLASS_TAG.into(), node_class.into());
     if let Some(c) = claim {
@@ -341,8 +345,8 @@ pub async fn ensure_template(
     }
 }
 
-/// The cluster's launch templates (by the cluster's ownership tag): name and creation time
-/// (Unix seconds).
+/// The launch templates capstan made for the cluster (by capstan's tag: a Karpenter in the
+/// same cluster tags its own with the cluster too): name and creation time (Unix seconds).
 pub async fn cluster_templates(
     ec2: &Client,
     cluster: &str,
@@ -352,8 +356,8 @@ pub async fn cluster_templates(
         .describe_launch_templates()
         .filters(
             aws_sdk_ec2::types::Filter::builder()
-                .name(format!("tag:kubernetes.io/cluster/{cluster}"))
-                .values("owned")
+                .name(format!("tag:{}", crate::CAPSTAN_CLUSTER_TAG))
+                .values(cluster)
                 .build(),
         )
         .into_paginator()

@@ -48,6 +48,11 @@ pub const NODEPOOL_TAG: &str = "karpenter.sh/nodepool";
 pub const NODECLAIM_TAG: &str = "karpenter.sh/nodeclaim";
 /// Tag on instances: the hash of the node class's static settings they were launched with.
 pub const NODECLASS_HASH_TAG: &str = "capstan.dev/nodeclass-hash";
+/// Tag on everything capstan makes in EC2 (instances, volumes, launch templates): the cluster.
+/// Karpenter's tags say which cluster owns a resource, not which controller made it: a
+/// Karpenter still running in the cluster (a migration) tags its own the same way, and capstan
+/// must never count them as its own (its garbage collection would terminate them).
+pub const CAPSTAN_CLUSTER_TAG: &str = "capstan.dev/cluster";
 
 /// The hash of the node class fields an instance cannot change after launch (Karpenter's
 /// static drift): AMI family, user data, role or profile, block devices, metadata options,
@@ -952,6 +957,12 @@ impl AwsCloud {
             )
             .filters(
                 Filter::builder()
+                    .name(format!("tag:{CAPSTAN_CLUSTER_TAG}"))
+                    .values(&self.settings.cluster_name)
+                    .build(),
+            )
+            .filters(
+                Filter::builder()
                     .name("instance-state-name")
                     .set_values(Some(["pending", "running"].map(String::from).to_vec()))
                     .build(),
@@ -1324,6 +1335,12 @@ impl CloudProvider for AwsCloud {
                 Filter::builder()
                     .name("tag-key")
                     .values(NODEPOOL_TAG)
+                    .build(),
+            )
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{CAPSTAN_CLUSTER_TAG}"))
+                    .values(&self.settings.cluster_name)
                     .build(),
             )
             .filters(
