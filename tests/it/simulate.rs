@@ -147,3 +147,70 @@ fn many_seeds_with_faults_report_each_failure_with_a_replay_command() {
     assert_eq!(v["passed"], 2);
     assert_eq!(v["failed"].as_array().unwrap().len(), 0);
 }
+
+#[test]
+fn a_campaign_run_as_shards_and_merged_gives_the_totals_of_one_unsharded_run() {
+    let d = scratch("shards");
+    let s = short_scenario(&d, 15);
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "simulate",
+            "--scenario",
+            &s,
+            "--seed",
+            "11",
+            "--seeds",
+            "5",
+            "--faults",
+            "--output",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = capstan(&args, &d);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let whole = run(&[]);
+    let mut files = Vec::new();
+    for i in 0..3 {
+        let shard = format!("{i}/3");
+        let r = run(&["--shard", &shard]);
+        let f = d.join(format!("shard-{i}.json"));
+        std::fs::write(&f, r.to_string()).unwrap();
+        files.push(f.display().to_string());
+    }
+    // Given out of order, as files from a Job's pods come.
+    files.reverse();
+    let mut args = vec!["campaign", "merge", "--output", "json"];
+    args.extend(files.iter().map(String::as_str));
+    let out = capstan(&args, &d);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let totals = |v: &serde_json::Value| -> serde_json::Value {
+        let mut v = v.clone();
+        let o = v.as_object_mut().unwrap();
+        o.remove("wall_seconds");
+        o.remove("shard");
+        v
+    };
+    assert_eq!(totals(&merged), totals(&whole));
+    assert_eq!(merged["first_seed"], 11);
+    assert_eq!(merged["seeds"], 5);
+
+    // Two copies of one shard do not make a campaign: exit 2, naming the file.
+    let out = capstan(&["campaign", "merge", &files[0], &files[0]], &d);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("overlap") && err.contains("shard-2.json"),
+        "{err}"
+    );
+}

@@ -35,6 +35,9 @@ pub struct ControllerArgs {
     pub cluster_name: Option<String>,
     pub cluster_endpoint: Option<String>,
     pub interruption_queue: Option<String>,
+    /// Provisioning batches: idle and maximum duration, seconds.
+    pub batch_idle: f64,
+    pub batch_max: f64,
 }
 
 fn hostname() -> String {
@@ -151,6 +154,8 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         // run every PASS (they read only the watch buffers between changes).
         renew_interval: 2.0,
         scheduler_names: args.scheduler_names.clone(),
+        batch_idle: args.batch_idle,
+        batch_max: args.batch_max,
         ..Default::default()
     };
     match args.provider.as_str() {

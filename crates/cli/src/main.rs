@@ -35,8 +35,17 @@ enum Command {
         /// Inject random faults drawn from each seed.
         #[arg(long)]
         faults: bool,
+        /// With --seeds: run only shard INDEX of COUNT (`3/10`; an Indexed Job passes
+        /// `$(JOB_COMPLETION_INDEX)/COUNT`); `capstan campaign merge` joins the shards' JSON.
+        #[arg(long, requires = "seeds", value_parser = capstan_cli::simulate_cmd::parse_shard)]
+        shard: Option<(u64, u64)>,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
+    },
+    /// Campaigns run as shards (`simulate --seeds N --shard I/K`, e.g. as an Indexed Job).
+    Campaign {
+        #[command(subcommand)]
+        which: CampaignCommand,
     },
     /// Plans new capacity for pending pods: which machines to buy, at what price.
     Plan {
@@ -138,6 +147,13 @@ enum Command {
         /// repeatable.
         #[arg(long = "scheduler-name", default_value = "default-scheduler")]
         scheduler_names: Vec<String>,
+        /// A batch of pending pods is planned once no new one came for this long (a Go
+        /// duration; Karpenter's BATCH_IDLE_DURATION)…
+        #[arg(long = "batch-idle-duration", default_value = "1s", value_parser = go_duration)]
+        batch_idle: f64,
+        /// …or once it is this old (Karpenter's BATCH_MAX_DURATION).
+        #[arg(long = "batch-max-duration", default_value = "10s", value_parser = go_duration)]
+        batch_max: f64,
     },
     /// Writes an instance-type catalog in the shared format (`--from-aws`: from EC2 in
     /// `AWS_REGION`, with the standard AWS SDK configuration).
@@ -167,6 +183,20 @@ enum Command {
     Cloud {
         #[command(subcommand)]
         which: CloudCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CampaignCommand {
+    /// Merges shard reports (`simulate --seeds … --shard I/K --output json`) into the report
+    /// one unsharded run gives; exits 1 when a seed broke an invariant, 2 when the shards do
+    /// not cover one run of seeds exactly once.
+    Merge {
+        /// The shards' JSON reports.
+        #[arg(required = true)]
+        files: Vec<String>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
     },
 }
 
@@ -672,6 +702,7 @@ fn simulate(
     out: &str,
     seeds: Option<u64>,
     faults: bool,
+    shard: Option<(u64, u64)>,
     output: Output,
 ) -> Result<()> {
     use capstan_cli::simulate_cmd as sc;
@@ -679,6 +710,10 @@ fn simulate(
     let compiled = sc::load(scenario)?;
     let hidden = output == Output::Json;
     if let Some(n) = seeds {
+        let (seed, n) = match shard {
+            Some((i, k)) => sc::shard_range(seed, n, i, k),
+            None => (seed, n),
+        };
         let bar = if hidden {
             ProgressBar::hidden()
         } else {
@@ -692,50 +727,12 @@ fn simulate(
         let workers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
-        let r = sc::run_seeds(&compiled, scenario, seed, n, faults, workers, &|| {
+        let mut r = sc::run_seeds(&compiled, scenario, seed, n, faults, workers, &|| {
             bar.inc(1)
         });
+        r.shard = shard.map(|(i, k)| format!("{i}/{k}"));
         bar.finish_and_clear();
-        match output {
-            Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&r)?))?,
-            Output::Table => {
-                let mut text = format!(
-                    "{} seeds of {} ({}): {} passed, {} failed in {:.1} s\n",
-                    r.seeds,
-                    r.scenario,
-                    if faults { "random faults" } else { "no faults" },
-                    r.passed,
-                    r.failed.len(),
-                    r.wall_seconds
-                );
-                text.push_str(&format!(
-                    "totals: pods lost {}, leaked instances {}, double launches {}, budget violations {}, PDB violations {}, stuck pods {}, spot interruptions {}, controller restarts {}, writes refused by preconditions {}, writes from deposed leaders {}\n",
-                    r.pods_lost,
-                    r.leaked_instances,
-                    r.double_launches,
-                    r.budget_violations,
-                    r.pdb_violations,
-                    r.pods_stuck,
-                    r.spot_interruptions,
-                    r.controller_restarts,
-                    r.writes_refused_by_preconditions,
-                    r.writes_from_deposed_leaders
-                ));
-                for f in &r.failed {
-                    text.push_str(&format!(
-                        "seed {} failed: {}\n  replay: {}\n",
-                        f.seed,
-                        f.failures.join("; "),
-                        f.replay
-                    ));
-                }
-                emit(&text)?;
-            }
-        }
-        if !r.failed.is_empty() {
-            anyhow::bail!("{} of {} seeds broke an invariant", r.failed.len(), r.seeds);
-        }
-        return Ok(());
+        return seeds_report(&r, output);
     }
     let total = compiled.duration as u64;
     let bar = if hidden {
@@ -785,6 +782,15 @@ fn simulate(
         );
     }
     Ok(())
+}
+
+/// A positive Go duration (`1s`, `500ms`, `1m30s`) as seconds.
+fn go_duration(s: &str) -> std::result::Result<f64, String> {
+    match capstan_model::time::parse_duration(s)? {
+        Some(secs) if secs > 0 => Ok(secs as f64),
+        Some(_) => Err(format!("{s:?}: must be positive")),
+        None => Err(format!("{s:?}: must be a duration, not Never")),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -943,6 +949,68 @@ fn catalog_from_aws(_out: Option<&str>) -> anyhow::Result<()> {
     anyhow::bail!("--from-aws: this build has no AWS provider (the `aws` feature)")
 }
 
+/// Prints a many-seed report; an error when a seed broke an invariant.
+fn seeds_report(r: &capstan_cli::simulate_cmd::SeedsReport, output: Output) -> Result<()> {
+    let faults = r.faults;
+    match output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&r)?))?,
+        Output::Table => {
+            let mut text = format!(
+                "{} seeds of {} ({}): {} passed, {} failed in {:.1} s\n",
+                r.seeds,
+                r.scenario,
+                if faults { "random faults" } else { "no faults" },
+                r.passed,
+                r.failed.len(),
+                r.wall_seconds
+            );
+            text.push_str(&format!(
+                "totals: pods lost {}, leaked instances {}, double launches {}, budget violations {}, PDB violations {}, stuck pods {}, spot interruptions {}, controller restarts {}, writes refused by preconditions {}, writes from deposed leaders {}\n",
+                r.pods_lost,
+                r.leaked_instances,
+                r.double_launches,
+                r.budget_violations,
+                r.pdb_violations,
+                r.pods_stuck,
+                r.spot_interruptions,
+                r.controller_restarts,
+                r.writes_refused_by_preconditions,
+                r.writes_from_deposed_leaders
+            ));
+            for f in &r.failed {
+                text.push_str(&format!(
+                    "seed {} failed: {}\n  replay: {}\n",
+                    f.seed,
+                    f.failures.join("; "),
+                    f.replay
+                ));
+            }
+            emit(&text)?;
+        }
+    }
+    if !r.failed.is_empty() {
+        anyhow::bail!("{} of {} seeds broke an invariant", r.failed.len(), r.seeds);
+    }
+    Ok(())
+}
+
+/// `capstan campaign merge`: the shards' reports as one.
+fn campaign_merge(files: &[String], output: Output) -> Result<()> {
+    use capstan_cli::simulate_cmd as sc;
+    let mut shards = Vec::with_capacity(files.len());
+    for f in files {
+        let text = input::read(f)?;
+        let r: sc::SeedsReport = serde_json::from_str(&text).map_err(|e| {
+            InputError(format!(
+                "{f}: not a shard report (simulate --seeds … --output json): {e}"
+            ))
+        })?;
+        shards.push((f.clone(), r));
+    }
+    let merged = sc::merge(&shards).map_err(|e| InputError(e.to_string()))?;
+    seeds_report(&merged, output)
+}
+
 fn main() -> ExitCode {
     // kube's TLS (ring) and the AWS SDK's (aws-lc-rs) are both linked: say which one rustls
     // uses for the process, or the first TLS connection panics.
@@ -979,8 +1047,20 @@ fn main() -> ExitCode {
             out,
             seeds,
             faults,
+            shard,
             output,
-        } => simulate(scenario.as_deref(), seed, &out, seeds, faults, output),
+        } => simulate(
+            scenario.as_deref(),
+            seed,
+            &out,
+            seeds,
+            faults,
+            shard,
+            output,
+        ),
+        Command::Campaign {
+            which: CampaignCommand::Merge { files, output },
+        } => campaign_merge(&files, output),
         Command::Plan {
             pods,
             kubeconfig,
@@ -1092,6 +1172,8 @@ fn main() -> ExitCode {
             cluster_name,
             cluster_endpoint,
             interruption_queue,
+            batch_idle,
+            batch_max,
         } => capstan_cli::cluster_cmd::controller(capstan_cli::cluster_cmd::ControllerArgs {
             kubeconfig,
             provider,
@@ -1107,6 +1189,8 @@ fn main() -> ExitCode {
             cluster_name,
             cluster_endpoint,
             interruption_queue,
+            batch_idle,
+            batch_max,
         }),
         Command::Crds { out } => crds(out.as_deref()),
         Command::Catalog { from_aws: _, out } => catalog_from_aws(out.as_deref()),

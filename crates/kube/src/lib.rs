@@ -11,6 +11,7 @@ pub mod convert;
 pub mod crds;
 pub mod fake;
 pub mod nodeclasses;
+pub mod rbac;
 pub mod resources;
 mod watch;
 pub mod whatif;

@@ -52,6 +52,9 @@ fn script(args: &[&str]) -> String {
 /// The shared cluster, held by one test at a time.
 pub struct Cluster {
     pub kubeconfig: String,
+    /// What `capstan controller` runs with: a token of the Helm chart's ServiceAccount,
+    /// holding exactly the chart's RBAC (`deploy/chart/golden/fake.yaml`).
+    pub controller_kubeconfig: String,
     kubectl: String,
     _turn: MutexGuard<'static, ()>,
 }
@@ -114,11 +117,13 @@ impl Cluster {
             "no control plane at {kubeconfig}: run `scripts/control-plane.sh up` first"
         );
         let bin = std::env::var("CAPSTAN_E2E_BIN").unwrap_or_else(|_| script(&["bin"]));
-        let c = Cluster {
-            kubeconfig,
+        let mut c = Cluster {
+            kubeconfig: kubeconfig.clone(),
+            controller_kubeconfig: kubeconfig,
             kubectl: format!("{bin}/kubectl"),
             _turn: turn,
         };
+        c.controller_kubeconfig = c.chart_service_account();
         // The CRDs first: a fresh cluster has none, and the clean-up lists their kinds.
         c.ok(&[
             "apply",
@@ -300,6 +305,74 @@ impl Cluster {
         self.spawn(name, extra, filter, &[])
     }
 
+    /// Applies the chart's ServiceAccount, ClusterRole, Role and bindings (as the fake values
+    /// render them, in kube-system) and writes a kubeconfig holding a token of that account.
+    fn chart_service_account(&self) -> String {
+        let golden = std::fs::read_to_string(repo().join("deploy/chart/golden/fake.yaml"))
+            .expect("the chart's rendering");
+        let rbac: Vec<String> = golden
+            .split("\n---")
+            .filter(|d| {
+                d.lines().any(|l| {
+                    [
+                        "kind: ServiceAccount",
+                        "kind: ClusterRole",
+                        "kind: ClusterRoleBinding",
+                        "kind: Role",
+                        "kind: RoleBinding",
+                    ]
+                    .contains(&l)
+                })
+            })
+            .map(|d| format!("---\n{}\n", d.trim_start_matches("---")))
+            .collect();
+        assert_eq!(rbac.len(), 5, "the chart renders 5 RBAC objects");
+        let out = self.kubectl(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            Some(&rbac.concat()),
+        );
+        assert!(
+            out.status.success(),
+            "applying the chart's RBAC: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = self.ok(&[
+            "create",
+            "token",
+            "capstan",
+            "-n",
+            "kube-system",
+            "--duration=4h",
+        ]);
+        let view: Value = serde_json::from_str(&self.ok(&[
+            "config",
+            "view",
+            "--raw",
+            "--minify",
+            "--flatten",
+            "-o",
+            "json",
+        ]))
+        .expect("kubeconfig json");
+        let cluster = &view["clusters"][0]["cluster"];
+        let kc = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "e2e", "cluster": {
+                "server": cluster["server"],
+                "certificate-authority-data": cluster["certificate-authority-data"],
+            }}],
+            "users": [{"name": "capstan", "user": {"token": token.trim()}}],
+            "contexts": [{"name": "capstan", "context": {"cluster": "e2e", "user": "capstan"}}],
+            "current-context": "capstan",
+        });
+        let dir = repo().join("target/e2e-logs");
+        std::fs::create_dir_all(&dir).expect("a log dir");
+        let path = dir.join("capstan-sa.kubeconfig");
+        std::fs::write(&path, kc.to_string()).expect("a kubeconfig");
+        path.display().to_string()
+    }
+
     fn spawn(&self, name: &str, extra: &[&str], filter: &str, env: &[(&str, &str)]) -> Capstan {
         let dir = repo().join("target/e2e-logs");
         std::fs::create_dir_all(&dir).expect("a log dir");
@@ -309,7 +382,7 @@ impl Cluster {
         let mut args = vec![
             "controller".to_string(),
             "--kubeconfig".into(),
-            self.kubeconfig.clone(),
+            self.controller_kubeconfig.clone(),
             "--identity".into(),
             name.into(),
             "--health-addr".into(),
