@@ -205,12 +205,16 @@ fn a_campaign_run_as_shards_and_merged_gives_the_totals_of_one_unsharded_run() {
     assert_eq!(merged["first_seed"], 11);
     assert_eq!(merged["seeds"], 5);
 
-    // Two copies of one shard do not make a campaign: exit 2, naming the file.
-    let out = capstan(&["campaign", "merge", &files[0], &files[0]], &d);
+    // Two copies of one shard, or a shard short, do not make a campaign: exit 2, saying why.
+    let out = capstan(&["campaign", "merge", &files[0], &files[0], &files[1]], &d);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("overlap") && err.contains("shard-2.json"),
+        err.contains("shard-2.json") && err.contains("given twice"),
         "{err}"
     );
+    let out = capstan(&["campaign", "merge", &files[0], &files[1]], &d);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("shards [0] of 3 are missing"), "{err}");
 }

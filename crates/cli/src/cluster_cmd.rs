@@ -170,7 +170,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
             ));
             let nodes = FakeNodes::new(client, throttle, catalog.instance_types, clock.clone());
             let controller = Controller::new(api, cloud, clock, config);
-            drive(controller, &args, Some(nodes)).await
+            drive(controller, &args, Some(nodes), |_| {}).await
         }
         #[cfg(feature = "aws")]
         "aws" => {
@@ -198,14 +198,16 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
                 capstan_aws::AwsCloud::from_env(settings, classes.clone(), clock.clone()).await,
             );
             cloud.spawn_queue_poller();
+            cloud.spawn_price_refresher();
             tokio::spawn(refresh_node_classes(
                 client.clone(),
                 classes,
                 cloud.clone(),
                 config.identity.clone(),
             ));
+            let leading = cloud.clone();
             let controller = Controller::new(api, cloud, clock, config);
-            drive(controller, &args, None).await
+            drive(controller, &args, None, move |l| leading.set_leading(l)).await
         }
         other => bail!(
             "--provider {other}: this build serves --provider fake{}",
@@ -335,6 +337,8 @@ async fn drive<C: capstan_cloud::CloudProvider>(
     mut controller: Controller<KubeApi, C>,
     args: &ControllerArgs,
     nodes: Option<FakeNodes>,
+    // After each pass, whether this process leads (the AWS provider polls its queue only then).
+    leading: impl Fn(bool),
 ) -> anyhow::Result<()> {
     let identity = controller.config().identity.clone();
     let health = Arc::new(Health::default());
@@ -346,6 +350,7 @@ async fn drive<C: capstan_cloud::CloudProvider>(
     loop {
         // A pass is never cut short: the write in flight finishes before shutdown.
         controller.step().await;
+        leading(controller.is_leader());
         let now = SystemClock.now().as_secs_f64();
         if let Some(nodes) = &nodes {
             if controller.is_leader() && now - kubelets_at >= 0.5 {

@@ -1000,11 +1000,20 @@ fn campaign_merge(files: &[String], output: Output) -> Result<()> {
     let mut shards = Vec::with_capacity(files.len());
     for f in files {
         let text = input::read(f)?;
-        let r: sc::SeedsReport = serde_json::from_str(&text).map_err(|e| {
-            InputError(format!(
-                "{f}: not a shard report (simulate --seeds … --output json): {e}"
-            ))
-        })?;
+        // The file as a whole, else its last line that is a report (a pod's log can hold
+        // lines before it).
+        let r: sc::SeedsReport = serde_json::from_str(&text)
+            .or_else(|e| {
+                text.lines()
+                    .rev()
+                    .find_map(|l| serde_json::from_str(l.trim()).ok())
+                    .ok_or(e)
+            })
+            .map_err(|e| {
+                InputError(format!(
+                    "{f}: not a shard report (simulate --seeds … --shard I/K --output json): {e}"
+                ))
+            })?;
         shards.push((f.clone(), r));
     }
     let merged = sc::merge(&shards).map_err(|e| InputError(e.to_string()))?;

@@ -211,20 +211,60 @@ pub enum MergeError {
     Overlap { file: String, start: u64, end: u64 },
     #[error("seeds {start}..{end} are in no shard")]
     Gap { start: u64, end: u64 },
+    #[error("{file}: shard {got}, but the others are of {count} shards")]
+    ShardCount {
+        file: String,
+        got: String,
+        count: u64,
+    },
+    #[error("shards {missing:?} of {count} are missing")]
+    MissingShards { missing: Vec<u64>, count: u64 },
+    #[error("{file}: shard {index} is given twice")]
+    DuplicateShard { file: String, index: u64 },
 }
 
 /// One report of the shards' reports (`(file, report)`): totals summed, failures listed in
 /// seed order, wall time the slowest shard's (they run side by side). The shards must be of
 /// one scenario and fault setting and cover one run of seeds exactly once.
 pub fn merge(shards: &[(String, SeedsReport)]) -> Result<SeedsReport, MergeError> {
+    // Shards that say which they are (`I/K`) must be all K of them, once each: a shard
+    // missing at either end would otherwise merge into a shorter run that looks whole.
+    let mut count = None;
+    let mut seen = std::collections::BTreeSet::new();
+    for (file, r) in shards {
+        let Some((i, k)) = r.shard.as_deref().and_then(|s| parse_shard(s).ok()) else {
+            continue;
+        };
+        if *count.get_or_insert(k) != k {
+            return Err(MergeError::ShardCount {
+                file: file.clone(),
+                got: format!("{i}/{k}"),
+                count: count.unwrap_or(k),
+            });
+        }
+        if !seen.insert(i) {
+            return Err(MergeError::DuplicateShard {
+                file: file.clone(),
+                index: i,
+            });
+        }
+    }
+    if let Some(k) = count {
+        let missing: Vec<u64> = (0..k).filter(|i| !seen.contains(i)).collect();
+        if !missing.is_empty() {
+            return Err(MergeError::MissingShards { missing, count: k });
+        }
+    }
     let mut sorted: Vec<&(String, SeedsReport)> = shards.iter().collect();
-    sorted.sort_by_key(|(_, r)| r.first_seed);
+    // Empty shards (more shards than seeds) cover nothing: first, so they never look like
+    // an overlap.
+    sorted.sort_by_key(|(_, r)| (r.first_seed, r.seeds));
     let (_, first) = sorted.first().ok_or(MergeError::Empty)?;
     let mut m = SeedsReport {
         scenario: first.scenario.clone(),
         first_seed: first.first_seed,
         faults: first.faults,
-        shard: Some(format!("{} shards", shards.len())),
+        shard: None,
         ..Default::default()
     };
     let mut next = first.first_seed;
@@ -237,6 +277,9 @@ pub fn merge(shards: &[(String, SeedsReport)]) -> Result<SeedsReport, MergeError
                 want: m.scenario.clone(),
                 want_faults: m.faults,
             });
+        }
+        if r.seeds == 0 {
+            continue;
         }
         if r.first_seed < next {
             return Err(MergeError::Overlap {
@@ -347,6 +390,52 @@ mod tests {
                 .map(|(i, r)| (i.to_string(), r))
                 .collect();
             assert_eq!(merge(&named).unwrap_err(), want);
+        }
+        // Shards that say which they are: all of them, once each.
+        let sharded = |first, seeds, shard: &str| SeedsReport {
+            shard: Some(shard.into()),
+            ..report(first, seeds, 0)
+        };
+        let cases = [
+            (
+                vec![sharded(1, 5, "0/3"), sharded(6, 5, "1/3")],
+                Err(MergeError::MissingShards {
+                    missing: vec![2],
+                    count: 3,
+                }),
+            ),
+            (
+                vec![sharded(1, 5, "0/2"), sharded(1, 5, "0/2")],
+                Err(MergeError::DuplicateShard {
+                    file: "1".into(),
+                    index: 0,
+                }),
+            ),
+            (
+                vec![sharded(1, 5, "0/2"), sharded(6, 5, "1/3")],
+                Err(MergeError::ShardCount {
+                    file: "1".into(),
+                    got: "1/3".into(),
+                    count: 2,
+                }),
+            ),
+            // 2 seeds in 3 shards: one shard is empty, wherever it sorts.
+            (
+                vec![
+                    sharded(2, 1, "2/3"),
+                    sharded(2, 0, "1/3"),
+                    sharded(1, 1, "0/3"),
+                ],
+                Ok(2),
+            ),
+        ];
+        for (shards, want) in cases {
+            let named: Vec<(String, SeedsReport)> = shards
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| (i.to_string(), r))
+                .collect();
+            assert_eq!(merge(&named).map(|m| m.seeds), want);
         }
         let mut other = report(6, 5, 0);
         other.faults = false;

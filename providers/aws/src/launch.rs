@@ -402,11 +402,11 @@ pub const MAX_TYPES: usize = 60;
 /// `minValues`, the launch is refused, as Karpenter refuses it, rather than sent with less
 /// flexibility than the NodePool asks for.
 pub fn choose_types<'a>(
-    offerings: &[(&'a InstanceType, f64)],
+    offerings: &[(&'a InstanceType, f64, &'a str)],
     reqs: &Requirements,
 ) -> Result<Vec<&'a str>, String> {
     let mut cheapest: Vec<(&'a InstanceType, f64)> = Vec::new();
-    for (t, price) in offerings {
+    for (t, price, _) in offerings {
         match cheapest.iter_mut().find(|(c, _)| c.name == t.name) {
             Some((_, p)) => *p = p.min(*price),
             None => cheapest.push((t, *price)),
@@ -416,16 +416,30 @@ pub fn choose_types<'a>(
     cheapest.truncate(MAX_TYPES);
     for r in reqs.iter() {
         let Some(min) = r.min_values else { continue };
-        let values: BTreeSet<&str> = cheapest
-            .iter()
-            .filter_map(|(t, _)| {
-                if r.key == capstan_model::labels::INSTANCE_TYPE {
-                    Some(t.name.as_str())
-                } else {
-                    t.labels.get(&r.key).map(String::as_str)
-                }
-            })
-            .collect();
+        // One fleet is of one capacity type: minValues on it is the NodePool's to meet
+        // across launches, not one launch's.
+        if r.key == capstan_model::labels::CAPACITY_TYPE {
+            continue;
+        }
+        let values: BTreeSet<&str> = if r.key == capstan_model::labels::ZONE {
+            // Zones are the offerings' (the kept types' subnets).
+            offerings
+                .iter()
+                .filter(|(t, _, _)| cheapest.iter().any(|(c, _)| c.name == t.name))
+                .map(|(_, _, z)| *z)
+                .collect()
+        } else {
+            cheapest
+                .iter()
+                .filter_map(|(t, _)| {
+                    if r.key == capstan_model::labels::INSTANCE_TYPE {
+                        Some(t.name.as_str())
+                    } else {
+                        t.labels.get(&r.key).map(String::as_str)
+                    }
+                })
+                .collect()
+        };
         if values.len() < min as usize {
             return Err(format!(
                 "minValues: {} needs {min} distinct values, the {} cheapest instance types offer {}",
@@ -614,13 +628,13 @@ mod tests {
         let types: Vec<InstanceType> = (0..80)
             .map(|i| itype(&format!("f{}.s{}", i / 10, i % 10)))
             .collect();
-        let offerings: Vec<(&InstanceType, f64)> = types
+        let offerings: Vec<(&InstanceType, f64, &str)> = types
             .iter()
             .rev()
             .flat_map(|t| {
                 let f: f64 = t.name[1..2].parse().unwrap();
                 // Two zones each; the dearer offering listed first.
-                [(t, f + 0.5), (t, f)]
+                [(t, f + 0.5, "us-east-1b"), (t, f, "us-east-1a")]
             })
             .collect();
         let cases: &[(&str, Requirements, Result<usize, &str>)] = &[
@@ -638,6 +652,19 @@ mod tests {
                 Err(
                     "capstan.dev/instance-family needs 7 distinct values, the 60 cheapest instance types offer 6",
                 ),
+            ),
+            ("2 zones", min_values(labels::ZONE, 2), Ok(60)),
+            (
+                "3 zones",
+                min_values(labels::ZONE, 3),
+                Err(
+                    "topology.kubernetes.io/zone needs 3 distinct values, the 60 cheapest instance types offer 2",
+                ),
+            ),
+            (
+                "capacity types are the pool's to spread",
+                min_values(labels::CAPACITY_TYPE, 2),
+                Ok(60),
             ),
         ];
         for (name, reqs, want) in cases {

@@ -50,8 +50,10 @@ pub const NODECLAIM_TAG: &str = "karpenter.sh/nodeclaim";
 pub const NODECLASS_HASH_TAG: &str = "capstan.dev/nodeclass-hash";
 /// Tag on everything capstan makes in EC2 (instances, volumes, launch templates): the cluster.
 /// Karpenter's tags say which cluster owns a resource, not which controller made it: a
-/// Karpenter still running in the cluster (a migration) tags its own the same way, and capstan
-/// must never count them as its own (its garbage collection would terminate them).
+/// Karpenter in the same cluster tags its own the same way, and capstan must never count them
+/// as its own (its garbage collection would terminate them). Instances are capstan's by
+/// [`NODECLASS_HASH_TAG`], which every capstan launch has carried (this tag came later);
+/// launch templates by this one.
 pub const CAPSTAN_CLUSTER_TAG: &str = "capstan.dev/cluster";
 
 /// The hash of the node class fields an instance cannot change after launch (Karpenter's
@@ -346,6 +348,9 @@ struct State {
     /// Launch templates by name → when this process last launched with it.
     templates_used: BTreeMap<String, Duration>,
     templates_collected_at: Option<Duration>,
+    /// The next launch attempt's number per claim (client token), while its launch has not
+    /// succeeded.
+    attempts: BTreeMap<String, u32>,
 }
 
 /// The AWS provider.
@@ -364,6 +369,9 @@ pub struct AwsCloud {
     /// Messages the queue poller received and the controller has not taken yet; `None`
     /// while no poller runs (each pass then receives without waiting).
     polled: Mutex<Option<Arc<Mutex<Vec<Received>>>>>,
+    /// Whether this process leads: only the leader receives from the queue (a follower's
+    /// receive would hide messages from the leader for their visibility timeout).
+    leading: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A message as SQS delivered it: id, body and receipt handle.
@@ -444,20 +452,41 @@ impl AwsCloud {
             prices,
             state: Mutex::new(State::default()),
             polled: Mutex::new(None),
+            leading: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        }
+    }
+
+    /// Says whether this process leads (the binary calls it after every pass). A process
+    /// that stops leading drops the messages it received and has not handed over: they come
+    /// back to the queue after their visibility timeout, for the new leader.
+    pub fn set_leading(&self, leading: bool) {
+        let was = self
+            .leading
+            .swap(leading, std::sync::atomic::Ordering::SeqCst);
+        if was && !leading {
+            if let Some(buffer) = self.polled.lock().expect("poller").as_ref() {
+                buffer.lock().expect("polled").clear();
+            }
         }
     }
 
     /// Starts long-polling the interruption queue in a task of its own (20 s waits, as
     /// Karpenter does), so a pass never waits on SQS and an idle queue costs three requests a
-    /// minute; each pass takes what arrived. Without a queue, nothing starts.
+    /// minute; each pass takes what arrived. It receives only while this process leads
+    /// ([`AwsCloud::set_leading`]). Without a queue, nothing starts.
     pub fn spawn_queue_poller(&self) -> Option<tokio::task::JoinHandle<()>> {
         let sqs = self.sqs.clone()?;
         let queue = self.settings.interruption_queue.clone()?;
         let buffer: Arc<Mutex<Vec<Received>>> = Arc::default();
         *self.polled.lock().expect("poller") = Some(buffer.clone());
+        let leading = self.leading.clone();
         Some(tokio::spawn(async move {
             let mut url = None;
             loop {
+                if !leading.load(std::sync::atomic::Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
                 let u = match &url {
                     Some(u) => u,
                     None => match queue_url_of(&sqs, &queue).await {
@@ -634,9 +663,24 @@ impl AwsCloud {
         Ok(r)
     }
 
+    /// Keeps on-demand prices fresh in a task of its own ([`AwsCloud::refresh_on_demand_prices`]
+    /// checked every minute), so no pass waits on the Pricing API, which can be slow or, from
+    /// a private cluster, unreachable. Without a Pricing client, nothing starts.
+    pub fn spawn_price_refresher(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+        self.pricing.as_ref()?;
+        let me = Arc::downgrade(self);
+        Some(tokio::spawn(async move {
+            while let Some(cloud) = me.upgrade() {
+                cloud.refresh_on_demand_prices().await;
+                drop(cloud);
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+        }))
+    }
+
     /// Reads on-demand prices from the Pricing API when due: every 12 hours, or 10 minutes
     /// after a failed read (the snapshot's prices serve meanwhile).
-    async fn refresh_on_demand_prices(&self) {
+    pub async fn refresh_on_demand_prices(&self) {
         let Some(client) = &self.pricing else { return };
         let now = self.clock.now();
         if let Some((at, _, ok)) = &self.lock().on_demand {
@@ -682,7 +726,6 @@ impl AwsCloud {
     }
 
     async fn described_types(&self) -> Result<Described, CloudError> {
-        self.refresh_on_demand_prices().await;
         let now = self.clock.now();
         if let Some((at, d)) = &self.lock().types {
             if now.saturating_sub(*at) < TYPES_EVERY {
@@ -826,6 +869,7 @@ impl AwsCloud {
     /// prices from the price history and on-demand prices from the Pricing API (or the catalog
     /// snapshot).
     pub async fn region_catalog(&self) -> Result<CatalogFile, CloudError> {
+        self.refresh_on_demand_prices().await;
         let (entries, zones) = self.described_types().await?;
         let spot = self.spot_prices().await?;
         let priced_by_api = self.lock().on_demand.as_ref().is_some_and(|o| o.2);
@@ -957,8 +1001,8 @@ impl AwsCloud {
             )
             .filters(
                 Filter::builder()
-                    .name(format!("tag:{CAPSTAN_CLUSTER_TAG}"))
-                    .values(&self.settings.cluster_name)
+                    .name("tag-key")
+                    .values(NODECLASS_HASH_TAG)
                     .build(),
             )
             .filters(
@@ -1084,17 +1128,27 @@ impl CloudProvider for AwsCloud {
         if candidates.is_empty() {
             return Err(CloudError::InsufficientCapacity { offerings: vec![] });
         }
-        let priced: Vec<(&InstanceType, f64)> = candidates
+        let priced: Vec<(&InstanceType, f64, &str)> = candidates
             .iter()
-            .filter_map(|c| Some((*by_name.get(c.1.instance_type.as_str())?, c.1.price)))
+            .filter_map(|c| {
+                Some((
+                    *by_name.get(c.1.instance_type.as_str())?,
+                    c.1.price,
+                    c.1.zone.as_str(),
+                ))
+            })
             .collect();
-        let chosen =
-            launch::choose_types(&priced, reqs).map_err(|message| CloudError::Invalid {
+        let chosen: BTreeSet<String> = launch::choose_types(&priced, reqs)
+            .map_err(|message| CloudError::Invalid {
                 message: format!("NodeClaim {}: {message}", request.claim_name),
-            })?;
+            })?
+            .into_iter()
+            .map(String::from)
+            .collect();
+        drop(priced);
         let mut overrides: Vec<(launch::Override, String)> = candidates
             .into_iter()
-            .filter(|c| chosen.contains(&c.1.instance_type.as_str()))
+            .filter(|c| chosen.contains(&c.1.instance_type))
             .map(|c| (c.1, c.2))
             .collect();
         overrides.sort_by(|a, b| a.0.price.total_cmp(&b.0.price));
@@ -1168,7 +1222,23 @@ impl CloudProvider for AwsCloud {
         let capacity_type = if spot { "spot" } else { "on-demand" };
         let mut tried: Vec<OfferingKey> = Vec::new();
         let mut launched = None;
-        for attempt in 0..3 {
+        // Attempts number on across calls for one claim: a later call (after capacity errors,
+        // with other overrides) never reuses a token. A claim this process launched for before
+        // is looked up first, so a launch whose answer was lost is found, not repeated.
+        let base = self
+            .lock()
+            .attempts
+            .get(&request.client_token)
+            .copied()
+            .unwrap_or(0);
+        if base > 0 {
+            if let Some(i) = self.claimed_instance(&request.claim_name).await? {
+                self.lock().attempts.remove(&request.client_token);
+                return Ok(i);
+            }
+        }
+        let mut mismatched = None;
+        for attempt in base..base + 3 {
             let left: Vec<launch::Override> = fleet
                 .iter()
                 .filter(|o| {
@@ -1182,20 +1252,23 @@ impl CloudProvider for AwsCloud {
                 break;
             }
             let token = client_token(&request.client_token, attempt);
-            let result = match launch::create_fleet(&self.ec2, &token, spot, &left, &instance_tags)
-                .await
-            {
+            let sent = launch::create_fleet(&self.ec2, &token, spot, &left, &instance_tags).await;
+            self.lock()
+                .attempts
+                .insert(request.client_token.clone(), attempt + 1);
+            let result = match sent {
                 Ok(r) => r,
-                // The token was used before with other overrides (a retried launch after
-                // the catalog moved): what that launch made, if anything, is the answer.
+                // The token was used before with other overrides (by an earlier process):
+                // what that launch made, if anything, is the answer; else the next token.
                 Err(e) if e.code_is("IdempotentParameterMismatch") => {
-                    return match self.claimed_instance(&request.claim_name).await? {
-                        Some(i) => {
-                            tracing::info!(claim = %request.claim_name, instance = %i.provider_id, "the claim's earlier launch made this instance");
-                            Ok(i)
-                        }
-                        None => Err(e.into()),
-                    };
+                    if let Some(i) = self.claimed_instance(&request.claim_name).await? {
+                        tracing::info!(claim = %request.claim_name, instance = %i.provider_id, "the claim's earlier launch made this instance");
+                        self.lock().attempts.remove(&request.client_token);
+                        return Ok(i);
+                    }
+                    tracing::warn!(claim = %request.claim_name, %token, "client token spent on other overrides and nothing launched: trying the next token");
+                    mismatched = Some(e);
+                    continue;
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -1236,6 +1309,15 @@ impl CloudProvider for AwsCloud {
             } else {
                 tried.extend(failed);
             }
+        }
+        if launched.is_some() {
+            self.lock().attempts.remove(&request.client_token);
+        }
+        if let (None, true, Some(e)) = (&launched, tried.is_empty(), mismatched) {
+            // Every token was spent elsewhere: the next call starts with new ones.
+            return Err(CloudError::Transient {
+                message: e.to_string(),
+            });
         }
         let Some((id, itype, zone, is_spot)) = launched else {
             // Every offering tried failed for capacity: the caller tries others.
@@ -1339,8 +1421,8 @@ impl CloudProvider for AwsCloud {
             )
             .filters(
                 Filter::builder()
-                    .name(format!("tag:{CAPSTAN_CLUSTER_TAG}"))
-                    .values(&self.settings.cluster_name)
+                    .name("tag-key")
+                    .values(NODECLASS_HASH_TAG)
                     .build(),
             )
             .filters(

@@ -683,6 +683,7 @@ async fn on_demand_prices_come_from_the_pricing_api_with_the_snapshot_for_types_
     let mut clients = Clients::ec2_only(ec2);
     clients.pricing = Some(pricing);
     let c = cloud_with(clients, None);
+    c.refresh_on_demand_prices().await;
     let types = c.instance_types(&pool()).await.expect("types");
     let od = |name: &str| {
         types
@@ -699,6 +700,7 @@ async fn on_demand_prices_come_from_the_pricing_api_with_the_snapshot_for_types_
     assert_eq!(od("m5.xlarge"), 0.192, "the snapshot's price");
     assert_eq!(products.num_calls(), 1);
     // Within twelve hours the prices are not read again.
+    c.refresh_on_demand_prices().await;
     c.instance_types(&pool()).await.unwrap();
     assert_eq!(products.num_calls(), 1);
 }
@@ -716,6 +718,7 @@ async fn when_the_pricing_api_cannot_be_read_the_snapshots_prices_serve() {
     let mut clients = Clients::ec2_only(ec2);
     clients.pricing = Some(pricing);
     let c = cloud_with(clients, None);
+    c.refresh_on_demand_prices().await;
     c.instance_types(&pool()).await.expect("types");
     assert_eq!(c.on_demand_price("m5.large"), Some(0.096));
     assert_eq!(denied.num_calls(), 1);
@@ -779,16 +782,41 @@ async fn a_launch_whose_token_was_spent_on_other_overrides_returns_the_instance_
     assert_eq!(inst.claim_name, "default-abc12");
     assert_eq!((mismatch.num_calls(), found.num_calls()), (1, 1));
 
-    // Nothing launched under the token: the mismatch is the answer, and it is not retried.
+    // Nothing launched under the token: the next tokens are tried; when every one was spent
+    // elsewhere the launch is transient, and the next call starts with tokens not yet used.
+    let tokens = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = tokens.clone();
+    let spent = mock!(Client::create_fleet)
+        .match_requests(move |r| {
+            seen.lock()
+                .unwrap()
+                .push(r.client_token().unwrap_or_default().to_string());
+            true
+        })
+        .then_http_response(|| ec2_client_error("IdempotentParameterMismatch"));
     let nothing = mock!(Client::describe_instances)
         .then_output(|| DescribeInstancesOutput::builder().build());
     let mut rules = region_rules();
-    rules.push(mismatch.clone());
-    rules.push(nothing);
+    rules.push(spent.clone());
+    rules.push(nothing.clone());
     let c = cloud(mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter()));
     let err = c.create(&request()).await.unwrap_err();
     assert!(
-        matches!(&err, CloudError::Invalid { message } if message.contains("IdempotentParameterMismatch")),
+        matches!(&err, CloudError::Transient { message } if message.contains("IdempotentParameterMismatch")),
         "{err:?}"
     );
+    let _ = c.create(&request()).await.unwrap_err();
+    assert_eq!(
+        *tokens.lock().unwrap(),
+        [
+            "default-abc12-uid",
+            "default-abc12-uid-1",
+            "default-abc12-uid-2",
+            "default-abc12-uid-3",
+            "default-abc12-uid-4",
+            "default-abc12-uid-5"
+        ]
+    );
+    // Before the second call's first fleet, the claim's instance was looked for (none).
+    assert_eq!(nothing.num_calls(), 6 + 1);
 }
