@@ -979,10 +979,13 @@ impl AwsCloud {
         Ok(url)
     }
 
-    /// The live instance tagged for a NodeClaim, if there is one.
-    async fn claimed_instance(&self, claim: &str) -> Result<Option<Instance>, CloudError> {
-        let out = self
-            .ec2
+    /// A DescribeInstances of capstan's own instances in these states: tagged for the cluster
+    /// and carrying [`NODECLASS_HASH_TAG`] (which only capstan sets).
+    fn capstan_instances(
+        &self,
+        states: &[&str],
+    ) -> aws_sdk_ec2::operation::describe_instances::builders::DescribeInstancesFluentBuilder {
+        self.ec2
             .describe_instances()
             .filters(
                 Filter::builder()
@@ -995,12 +998,6 @@ impl AwsCloud {
             )
             .filters(
                 Filter::builder()
-                    .name(format!("tag:{NODECLAIM_TAG}"))
-                    .values(claim)
-                    .build(),
-            )
-            .filters(
-                Filter::builder()
                     .name("tag-key")
                     .values(NODECLASS_HASH_TAG)
                     .build(),
@@ -1008,7 +1005,19 @@ impl AwsCloud {
             .filters(
                 Filter::builder()
                     .name("instance-state-name")
-                    .set_values(Some(["pending", "running"].map(String::from).to_vec()))
+                    .set_values(Some(states.iter().map(|s| s.to_string()).collect()))
+                    .build(),
+            )
+    }
+
+    /// The live instance tagged for a NodeClaim, if there is one.
+    async fn claimed_instance(&self, claim: &str) -> Result<Option<Instance>, CloudError> {
+        let out = self
+            .capstan_instances(&["pending", "running"])
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{NODECLAIM_TAG}"))
+                    .values(claim)
                     .build(),
             )
             .send()
@@ -1402,39 +1411,8 @@ impl CloudProvider for AwsCloud {
     async fn list(&self) -> Result<Vec<Arc<Instance>>, CloudError> {
         let mut out = Vec::new();
         let mut pages = self
-            .ec2
-            .describe_instances()
-            .filters(
-                Filter::builder()
-                    .name(format!(
-                        "tag:kubernetes.io/cluster/{}",
-                        self.settings.cluster_name
-                    ))
-                    .values("owned")
-                    .build(),
-            )
-            .filters(
-                Filter::builder()
-                    .name("tag-key")
-                    .values(NODEPOOL_TAG)
-                    .build(),
-            )
-            .filters(
-                Filter::builder()
-                    .name("tag-key")
-                    .values(NODECLASS_HASH_TAG)
-                    .build(),
-            )
-            .filters(
-                Filter::builder()
-                    .name("instance-state-name")
-                    .set_values(Some(
-                        ["pending", "running", "stopping", "stopped"]
-                            .map(String::from)
-                            .to_vec(),
-                    ))
-                    .build(),
-            )
+            // One `tag-key` filter only: moto keeps the last of several with one name.
+            .capstan_instances(&["pending", "running", "stopping", "stopped"])
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
