@@ -21,6 +21,7 @@ fn disruption(c: &mut Criterion) {
                 instance_types: &types,
                 daemonsets: &[],
                 now: 1_796_030_100.0,
+                spot_to_spot: false,
             })
         })
     });

@@ -151,7 +151,7 @@ spec:
     log = tempfile.NamedTemporaryFile(prefix="capstan-bench-", suffix=".log", delete=False)
     env = dict(os.environ, RUST_LOG="info")
     proc = subprocess.Popen(
-        [capstan, "controller", "--kubeconfig", c.kc, "--identity", "bench", "--health-addr", "127.0.0.1:0",
+        [capstan, "controller", "--kubeconfig", c.kc, "--identity", "bench", "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
          "--lease-namespace", "kube-system", "--kube-api-qps", "200", "--kube-api-burst", "400"],
         stdout=subprocess.DEVNULL, stderr=log, env=env)
     try:

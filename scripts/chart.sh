@@ -54,6 +54,9 @@ case ${1:-} in
     kubeconfig=${2:?usage: scripts/chart.sh apply KUBECONFIG}
     kubectl="$(scripts/control-plane.sh bin)/kubectl --kubeconfig $kubeconfig"
     $kubectl apply --server-side --force-conflicts -f deploy/chart/capstan/crds/ >/dev/null
+    # The ServiceMonitor's CRD stands in for prometheus-operator's (deploy/chart/testdata).
+    $kubectl apply --server-side --force-conflicts -f deploy/chart/testdata/servicemonitor-crd.yaml >/dev/null
+    $kubectl wait --for=condition=Established --timeout=60s crd/servicemonitors.monitoring.coreos.com >/dev/null
     for golden in deploy/chart/golden/*.yaml; do
       $kubectl apply --server-side --force-conflicts --dry-run=server -f "$golden" >/dev/null \
         || die "$golden: the server refuses it (dry run)"
@@ -72,6 +75,7 @@ case ${1:-} in
       echo "$manifest: applied server-side (dry run, then for real) and deleted"
     done
     $kubectl delete namespace capstan-campaigns --wait=false >/dev/null
+    $kubectl delete -f deploy/chart/testdata/servicemonitor-crd.yaml --wait=false >/dev/null
     ;;
   *)
     die "usage: scripts/chart.sh render|check|apply KUBECONFIG"

@@ -6,6 +6,7 @@ mod bench;
 mod cloud;
 mod cluster;
 mod consolidate;
+mod deploy;
 mod hpa;
 mod plan;
 mod simulate;

@@ -38,6 +38,57 @@ pub struct ControllerArgs {
     /// Provisioning batches: idle and maximum duration, seconds.
     pub batch_idle: f64,
     pub batch_max: f64,
+    pub feature_gates: FeatureGates,
+}
+
+/// Karpenter's feature gates (`--feature-gates`, Karpenter's `FEATURE_GATES`), as far as
+/// capstan has them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FeatureGates {
+    pub spot_to_spot_consolidation: bool,
+}
+
+/// Karpenter's gates capstan does not implement: accepted when off, refused when on (a gate a
+/// user turns on must not be silently ignored).
+const UNIMPLEMENTED_GATES: [&str; 4] = [
+    "NodeRepair",
+    "ReservedCapacity",
+    "NodeOverlay",
+    "StaticCapacity",
+];
+
+impl FeatureGates {
+    /// `Name=true,Name=false`, as Kubernetes components take `--feature-gates`.
+    pub fn parse(s: &str) -> Result<FeatureGates, String> {
+        let mut gates = FeatureGates::default();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("{item:?}: expected Name=true or Name=false"))?;
+            let on = match value.trim() {
+                "true" => true,
+                "false" => false,
+                v => return Err(format!("{name}={v}: expected true or false")),
+            };
+            match name.trim() {
+                "SpotToSpotConsolidation" => gates.spot_to_spot_consolidation = on,
+                n if UNIMPLEMENTED_GATES.contains(&n) => {
+                    if on {
+                        return Err(format!(
+                            "{n}=true: capstan does not implement Karpenter's {n}; leave it false"
+                        ));
+                    }
+                }
+                n => {
+                    return Err(format!(
+                        "{n}: no such feature gate (capstan has SpotToSpotConsolidation; {} only off)",
+                        UNIMPLEMENTED_GATES.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(gates)
+    }
 }
 
 fn hostname() -> String {
@@ -61,49 +112,77 @@ struct Health {
     ready: AtomicBool,
 }
 
-/// Serves `/healthz` (a pass completed within the last 30 s) and `/readyz` (the API answered)
-/// on `addr`.
-async fn serve_health(addr: String, health: Arc<Health>) -> anyhow::Result<()> {
+/// Answers HTTP/1.1 GETs on `addr`: `respond` maps a path to (status line, content type,
+/// body); `flag` names the address's flag in errors.
+async fn serve(
+    addr: String,
+    flag: &'static str,
+    respond: impl Fn(&str) -> (&'static str, &'static str, String) + Send + Sync + 'static,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
-        .with_context(|| format!("--health-addr {addr}"))?;
-    tracing::info!(%addr, "health endpoints up");
+        .with_context(|| format!("{flag} {addr}"))?;
+    tracing::info!(%addr, flag, "serving");
+    let respond = Arc::new(respond);
     loop {
         let (mut sock, _) = listener.accept().await?;
-        let health = health.clone();
+        let respond = respond.clone();
         tokio::spawn(async move {
             let mut buf = [0u8; 1024];
             let n = sock.read(&mut buf).await.unwrap_or(0);
             let req = String::from_utf8_lossy(&buf[..n]);
             let path = req.split_whitespace().nth(1).unwrap_or("/");
-            let now = SystemClock.now().as_secs();
-            let (code, body) = match path {
-                "/healthz" => {
-                    let last = health.last_pass.load(Ordering::SeqCst);
-                    if last == 0 || now.saturating_sub(last) < 30 {
-                        ("200 OK", "ok")
-                    } else {
-                        ("503 Service Unavailable", "the control loop is stuck")
-                    }
-                }
-                "/readyz" => {
-                    if health.ready.load(Ordering::SeqCst) {
-                        ("200 OK", "ok")
-                    } else {
-                        (
-                            "503 Service Unavailable",
-                            "not connected to the API server yet",
-                        )
-                    }
-                }
-                _ => ("404 Not Found", "not found"),
-            };
+            let path = path.split('?').next().unwrap_or(path);
+            let (code, content_type, body) = respond(path);
             let resp = format!(
-                "HTTP/1.1 {code}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {code}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 body.len()
             );
             let _ = sock.write_all(resp.as_bytes()).await;
+            let _ = sock.write_all(body.as_bytes()).await;
         });
+    }
+}
+
+/// `/healthz` (a pass completed within the last 30 s) and `/readyz` (the API answered).
+fn health_response(health: &Health, path: &str) -> (&'static str, &'static str, String) {
+    let now = SystemClock.now().as_secs();
+    let (code, body) = match path {
+        "/healthz" => {
+            let last = health.last_pass.load(Ordering::SeqCst);
+            if last == 0 || now.saturating_sub(last) < 30 {
+                ("200 OK", "ok")
+            } else {
+                ("503 Service Unavailable", "the control loop is stuck")
+            }
+        }
+        "/readyz" => {
+            if health.ready.load(Ordering::SeqCst) {
+                ("200 OK", "ok")
+            } else {
+                (
+                    "503 Service Unavailable",
+                    "not connected to the API server yet",
+                )
+            }
+        }
+        _ => ("404 Not Found", "not found"),
+    };
+    (code, "text/plain", body.to_string())
+}
+
+/// `/metrics`: the Prometheus text format (version 0.0.4).
+fn metrics_response(
+    metrics: &capstan_controller::Metrics,
+    path: &str,
+) -> (&'static str, &'static str, String) {
+    match path {
+        "/metrics" => (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics.render(),
+        ),
+        _ => ("404 Not Found", "text/plain", "not found".into()),
     }
 }
 
@@ -156,6 +235,9 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         scheduler_names: args.scheduler_names.clone(),
         batch_idle: args.batch_idle,
         batch_max: args.batch_max,
+        metrics_state_interval: 1.0,
+        lease_name: args.lease_name.clone(),
+        spot_to_spot_consolidation: args.feature_gates.spot_to_spot_consolidation,
         ..Default::default()
     };
     match args.provider.as_str() {
@@ -342,8 +424,19 @@ async fn drive<C: capstan_cloud::CloudProvider>(
 ) -> anyhow::Result<()> {
     let identity = controller.config().identity.clone();
     let health = Arc::new(Health::default());
-    let serving = tokio::spawn(serve_health(args.health_addr.clone(), health.clone()));
-    tracing::info!(%identity, provider = %args.provider, leader_elect = args.leader_elect, "capstan controller starting");
+    let h = health.clone();
+    let serving = tokio::spawn(serve(args.health_addr.clone(), "--health-addr", move |p| {
+        health_response(&h, p)
+    }));
+    let metrics = controller.metrics().clone();
+    let serving_metrics = tokio::spawn(serve(
+        args.metrics_addr.clone(),
+        "--metrics-addr",
+        move |p| metrics_response(&metrics, p),
+    ));
+    tracing::info!(%identity, provider = %args.provider, leader_elect = args.leader_elect,
+        spot_to_spot_consolidation = args.feature_gates.spot_to_spot_consolidation,
+        "capstan controller starting");
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let mut kubelets_at = 0.0;
@@ -368,6 +461,12 @@ async fn drive<C: capstan_cloud::CloudProvider>(
             bail!(
                 "the health endpoints stopped (is --health-addr {} free?)",
                 args.health_addr
+            );
+        }
+        if serving_metrics.is_finished() {
+            bail!(
+                "the metrics endpoint stopped (is --metrics-addr {} free?)",
+                args.metrics_addr
             );
         }
         tokio::select! {
@@ -517,5 +616,40 @@ pub fn consolidate_input(
             .collect(),
         pdbs: live.pdbs.clone(),
         daemonsets: live.daemonsets.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_gates_parse_as_kubernetes_components_take_them() {
+        let on = FeatureGates {
+            spot_to_spot_consolidation: true,
+        };
+        // (flag, result)
+        let cases: [(&str, Result<FeatureGates, &str>); 7] = [
+            ("", Ok(FeatureGates::default())),
+            ("SpotToSpotConsolidation=true", Ok(on)),
+            (
+                "SpotToSpotConsolidation=true, NodeRepair=false,ReservedCapacity=false",
+                Ok(on),
+            ),
+            ("SpotToSpotConsolidation=false", Ok(FeatureGates::default())),
+            (
+                "NodeRepair=true",
+                Err("capstan does not implement Karpenter's NodeRepair"),
+            ),
+            ("Spot=true", Err("Spot: no such feature gate")),
+            ("SpotToSpotConsolidation=yes", Err("expected true or false")),
+        ];
+        for (flag, want) in cases {
+            match (FeatureGates::parse(flag), want) {
+                (Ok(g), Ok(w)) => assert_eq!(g, w, "{flag}"),
+                (Err(e), Err(w)) => assert!(e.contains(w), "{flag}: {e}"),
+                (got, w) => panic!("{flag}: {got:?}, expected {w:?}"),
+            }
+        }
     }
 }

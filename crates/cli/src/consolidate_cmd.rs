@@ -109,6 +109,8 @@ pub fn evaluate_now(c: &Cluster, pools: &[NodePool], catalog: &Catalog, now: f64
         instance_types: &catalog.instance_types,
         daemonsets: &c.daemonsets,
         now,
+        // Karpenter's default, and the controller's: spot nodes are only deleted.
+        spot_to_spot: false,
     })
 }
 

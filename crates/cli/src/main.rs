@@ -154,6 +154,10 @@ enum Command {
         /// …or once it is this old (Karpenter's BATCH_MAX_DURATION).
         #[arg(long = "batch-max-duration", default_value = "10s", value_parser = go_duration)]
         batch_max: f64,
+        /// Karpenter's feature gates, as its FEATURE_GATES: `SpotToSpotConsolidation=true`.
+        /// Karpenter's other gates are accepted off (capstan does not implement them).
+        #[arg(long = "feature-gates", default_value = "", value_parser = capstan_cli::cluster_cmd::FeatureGates::parse)]
+        feature_gates: capstan_cli::cluster_cmd::FeatureGates,
     },
     /// Writes an instance-type catalog in the shared format (`--from-aws`: from EC2 in
     /// `AWS_REGION`, with the standard AWS SDK configuration).
@@ -1183,6 +1187,7 @@ fn main() -> ExitCode {
             interruption_queue,
             batch_idle,
             batch_max,
+            feature_gates,
         } => capstan_cli::cluster_cmd::controller(capstan_cli::cluster_cmd::ControllerArgs {
             kubeconfig,
             provider,
@@ -1200,6 +1205,7 @@ fn main() -> ExitCode {
             interruption_queue,
             batch_idle,
             batch_max,
+            feature_gates,
         }),
         Command::Crds { out } => crds(out.as_deref()),
         Command::Catalog { from_aws: _, out } => catalog_from_aws(out.as_deref()),

@@ -179,6 +179,10 @@ pub struct RepairPolicy {
 
 /// A cloud capstan can launch machines in.
 pub trait CloudProvider: Send + Sync {
+    /// The provider's name, as metrics label it (`aws`, `fake`).
+    fn provider_name(&self) -> &'static str {
+        "cloud"
+    }
     /// Launches one instance for the request, or returns the one already launched for its
     /// client token.
     fn create(

@@ -75,7 +75,14 @@ where
         let mut per_pool = Vec::with_capacity(pools.len());
         let mut failed = BTreeMap::new();
         for pool in &pools {
-            match cx.cloud.instance_types(pool).await {
+            match cx
+                .cloud_call(
+                    "provisioner",
+                    "GetInstanceTypes",
+                    cx.cloud.instance_types(pool),
+                )
+                .await
+            {
                 Ok(ts) => per_pool.push((pool.name.clone(), ts)),
                 Err(e) => {
                     tracing::warn!(error = %e, pool = %pool.name, "the provider cannot launch for this NodePool");

@@ -65,6 +65,7 @@ pub(crate) struct Shared {
     pub reported: BTreeSet<(String, String)>,
     /// The Ready condition last written for each NodePool (ready, why not).
     pub pool_ready: BTreeMap<String, (bool, String)>,
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl Shared {
@@ -83,6 +84,7 @@ impl Shared {
             stats: WriteStats::default(),
             reported: BTreeSet::new(),
             pool_ready: BTreeMap::new(),
+            metrics: crate::metrics::Metrics::new(),
         }
     }
 }
@@ -220,13 +222,44 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
 
     /// Publishes a Warning Event once per (object, message).
     pub async fn warn_once(&mut self, regarding: (Kind, String), reason: &str, note: String) {
+        self.once(regarding, EventType::Warning, reason, note).await
+    }
+
+    /// Publishes an Event once per (object, message).
+    pub async fn once(
+        &mut self,
+        regarding: (Kind, String),
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
         let key = (format!("{:?}/{}", regarding.0, regarding.1), note.clone());
         if self.s.reported.contains(&key) || !self.leading() {
             return;
         }
-        self.event(regarding, EventType::Warning, reason, note)
-            .await;
+        self.event(regarding, type_, reason, note).await;
         self.s.reported.insert(key);
+    }
+
+    /// Awaits a cloud call, and counts its duration and error by the calling loop and method
+    /// (Karpenter's cloud-provider metrics).
+    pub async fn cloud_call<T>(
+        &self,
+        controller: &str,
+        method: &str,
+        call: impl std::future::Future<Output = Result<T, capstan_cloud::CloudError>>,
+    ) -> Result<T, capstan_cloud::CloudError> {
+        let start = self.clock.now();
+        let result = call.await;
+        let seconds = self.clock.now().saturating_sub(start).as_secs_f64();
+        self.s.metrics.cloud_call(
+            controller,
+            method,
+            self.cloud.provider_name(),
+            seconds,
+            result.as_ref().err(),
+        );
+        result
     }
 
     /// Patches a claim's status, from what the cache holds.
@@ -384,8 +417,11 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
     }
 
     /// Creates a NodeClaim for `instance_types` (in order of preference); returns its name.
+    /// `reason` labels the count of claims created: `provisioned`, or the disruption method a
+    /// replacement is for.
     pub async fn create_claim(
         &mut self,
+        reason: &str,
         pool: &NodePool,
         mut requirements: Requirements,
         instance_types: Vec<String>,
@@ -410,7 +446,14 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
                 ..Default::default()
             };
             match self.write(Write::CreateClaim(Box::new(claim))).await {
-                Ok(_) => return Some(name),
+                Ok(_) => {
+                    self.s
+                        .metrics
+                        .claims_created
+                        .with_label_values(&[reason, &pool.name])
+                        .inc();
+                    return Some(name);
+                }
                 Err(ApiError::AlreadyExists { .. }) => continue,
                 Err(_) => return None,
             }

@@ -6,7 +6,7 @@
 //! deposed leader's, a half-done command's) are removed.
 
 use crate::Action;
-use crate::api::{ClusterApi, Kind};
+use crate::api::{ClusterApi, EventType, Kind};
 use crate::catalog::instance_types;
 use crate::context::Ctx;
 use capstan_cloud::CloudProvider;
@@ -14,7 +14,7 @@ use capstan_disrupt::{Command, NodeInfo, Replacement, Target};
 use capstan_model::disruption::Reason;
 use capstan_model::labels::{self, DISRUPTED_TAINT};
 use capstan_model::pdb::Pdb;
-use capstan_model::{InstanceType, NodePool, Pod, Requirement};
+use capstan_model::{InstanceType, NodeClaim, NodePool, Pod, Requirement};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -76,6 +76,7 @@ pub(crate) struct Inputs {
     pub pdbs: Vec<Pdb>,
     pub nodepools: Vec<NodePool>,
     pub daemonsets: Vec<Pod>,
+    pub spot_to_spot: bool,
 }
 
 impl Inputs {
@@ -92,6 +93,7 @@ impl Inputs {
             instance_types: types,
             daemonsets: &self.daemonsets,
             now: now_unix,
+            spot_to_spot: self.spot_to_spot,
         }
     }
 }
@@ -138,6 +140,7 @@ pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
         pdbs: cache.pdbs().map(|p| Pdb::clone(p)).collect(),
         nodepools: cache.nodepool_list(),
         daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),
+        spot_to_spot: cx.config.spot_to_spot_consolidation,
     }
 }
 
@@ -242,7 +245,13 @@ impl Disruption {
         }
         let types = instance_types(cx, now).await;
         let d = inputs(cx, &types);
+        let started = cx.clock.now();
         let eval = capstan_disrupt::evaluate(d.input(&types, cx.config.epoch_unix + now));
+        cx.s.metrics.evaluated(
+            cx.clock.now().saturating_sub(started).as_secs_f64(),
+            &eval.eligible,
+        );
+        self.report_blocked(cx, &eval.blocked).await;
         tracing::debug!(
             now,
             commands = eval.commands.len(),
@@ -312,7 +321,7 @@ impl Disruption {
         }
         let mut replacements = Vec::new();
         for r in &cmd.replacements {
-            match launch_replacement(cx, r, types).await {
+            match launch_replacement(cx, cmd.reason, r, types).await {
                 Some(name) => replacements.push(name),
                 None => {
                     for n in &cmd.candidates {
@@ -328,6 +337,29 @@ impl Disruption {
                 if let Some(name) = replacements.get(*k) {
                     cx.s.nominations.insert(m.pod.clone(), name.clone());
                 }
+            }
+        }
+        let decision = if replacements.is_empty() {
+            "delete"
+        } else {
+            "replace"
+        };
+        cx.s.metrics
+            .decisions
+            .with_label_values(&[
+                decision,
+                &cmd.reason.cli_name(),
+                crate::metrics::consolidation_type(cmd.reason, cmd.candidates.len()),
+            ])
+            .inc();
+        for node in &cmd.candidates {
+            let claim = cx
+                .cache()
+                .node(node)
+                .and_then(|n| cx.cache().claim_of_node(n))
+                .cloned();
+            if let Some(c) = claim {
+                count_disrupted(cx, &c, cmd.reason);
             }
         }
         cx.record(
@@ -427,6 +459,43 @@ impl Disruption {
         }
     }
 
+    /// Says once per node and reason, as a Normal Event on the node and on its NodeClaim,
+    /// what keeps a node that a disruption method applies to from being disrupted (the PDB,
+    /// the do-not-disrupt pod or annotation, the budget) — Karpenter's `DisruptionBlocked`.
+    async fn report_blocked<A: ClusterApi, C: CloudProvider>(
+        &mut self,
+        cx: &mut Ctx<'_, A, C>,
+        blocked: &[capstan_disrupt::Blocked],
+    ) {
+        for b in blocked {
+            if b.reason.starts_with("already disrupting") {
+                continue;
+            }
+            let claim = cx
+                .cache()
+                .node(&b.node)
+                .and_then(|n| cx.cache().claim_of_node(n))
+                .map(|c| c.name.clone());
+            let note = format!("Cannot disrupt Node: {}", b.reason);
+            cx.once(
+                (Kind::Node, b.node.clone()),
+                EventType::Normal,
+                "DisruptionBlocked",
+                note.clone(),
+            )
+            .await;
+            if let Some(c) = claim {
+                cx.once(
+                    (Kind::NodeClaim, c),
+                    EventType::Normal,
+                    "DisruptionBlocked",
+                    note,
+                )
+                .await;
+            }
+        }
+    }
+
     /// Says once, as an Event, why a NodePool allows no disruption or an object was refused.
     async fn report_invalid<A: ClusterApi, C: CloudProvider>(&mut self, cx: &mut Ctx<'_, A, C>) {
         let mut notes: Vec<((Kind, String), &str, String)> = Vec::new();
@@ -509,6 +578,7 @@ async fn budget_holds<A: ClusterApi, C: CloudProvider>(
 /// zone and capacity type.
 pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
     cx: &mut Ctx<'_, A, C>,
+    reason: Reason,
     r: &Replacement,
     types: &[InstanceType],
 ) -> Option<String> {
@@ -524,8 +594,30 @@ pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
         labels::CAPACITY_TYPE,
         [r.capacity_type.clone()],
     ));
-    cx.create_claim(&pool, reqs, vec![t.name.clone()], t.allocatable.clone())
-        .await
+    cx.create_claim(
+        &reason.cli_name(),
+        &pool,
+        reqs,
+        vec![t.name.clone()],
+        t.allocatable.clone(),
+    )
+    .await
+}
+
+/// Counts a claim disrupted, by reason, its NodePool and capacity type.
+pub(crate) fn count_disrupted<A: ClusterApi, C: CloudProvider>(
+    cx: &Ctx<'_, A, C>,
+    c: &NodeClaim,
+    reason: Reason,
+) {
+    cx.s.metrics
+        .claims_disrupted
+        .with_label_values(&[
+            &reason.cli_name(),
+            &c.nodepool,
+            c.status.capacity_type.as_deref().unwrap_or_default(),
+        ])
+        .inc();
 }
 
 #[cfg(test)]

@@ -34,7 +34,10 @@ impl Gc {
             return;
         }
         self.next_at = now + cx.config.gc_interval;
-        let instances = match cx.cloud.list().await {
+        let instances = match cx
+            .cloud_call("nodeclaim.garbagecollection", "List", cx.cloud.list())
+            .await
+        {
             Ok(i) => i,
             Err(e) => {
                 tracing::warn!(error = %e, "listing instances failed");
@@ -52,7 +55,14 @@ impl Gc {
                 if !cx.may_act() {
                     return;
                 }
-                match cx.cloud.delete(&inst.provider_id).await {
+                match cx
+                    .cloud_call(
+                        "nodeclaim.garbagecollection",
+                        "Delete",
+                        cx.cloud.delete(&inst.provider_id),
+                    )
+                    .await
+                {
                     Ok(()) | Err(CloudError::NotFound { .. }) => cx.record(
                         now,
                         Action::GarbageCollected {
@@ -66,7 +76,10 @@ impl Gc {
                 continue;
             }
             if owned {
-                match cx.cloud.is_drifted(inst).await {
+                match cx
+                    .cloud_call("disruption", "IsDrifted", cx.cloud.is_drifted(inst))
+                    .await
+                {
                     Ok(Some(d)) => {
                         cx.s.provider_drift
                             .insert(inst.provider_id.clone(), d.reason);

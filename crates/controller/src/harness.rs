@@ -2,7 +2,7 @@
 //! with a kubelet that registers booted instances and a `kubectl` that writes as a person
 //! would. Each test is one situation, so a bug gets its own test rather than a seed number.
 
-use crate::api::{Kind, Object, Write, Written};
+use crate::api::{ClusterEvent, EventType, Kind, Object, Write, Written};
 use crate::memory::{ApiClient, InMemoryApi};
 use crate::{Action, ClusterApi, Config, Controller};
 use capstan_cloud::{Clock, InstanceState, ManualClock};
@@ -206,6 +206,85 @@ fn a_pending_pod_gets_a_claim_that_launches_registers_and_initializes() {
             .filter(|k| *k != "other" && *k != "provisioned")
             .collect();
         assert_eq!(kinds, ["elected", "launched", "registered", "initialized"]);
+        // Said as Events on the claim and its node, and counted as Karpenter counts them.
+        let events = w.api.events();
+        let said = |reason: &str, kind: Kind, name: &str| {
+            events
+                .iter()
+                .filter(|(_, e)| e.reason == reason && e.regarding == (kind, name.to_string()))
+                .count()
+        };
+        assert_eq!(said("Launched", Kind::NodeClaim, &c.name), 1, "{events:?}");
+        assert_eq!(
+            said("Registered", Kind::NodeClaim, &c.name),
+            1,
+            "{events:?}"
+        );
+        assert_eq!(said("Registered", Kind::Node, &node.name), 1, "{events:?}");
+        let text = w.a.metrics().render();
+        for line in [
+            "karpenter_nodeclaims_created_total{nodepool=\"default\",reason=\"provisioned\"} 1",
+            "karpenter_nodes_created_total{nodepool=\"default\"} 1",
+            "karpenter_cluster_state_synced 1",
+            "leader_election_master_status{name=\"capstan\"} 1",
+            "karpenter_scheduler_unschedulable_pods_count{controller=\"provisioner\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        // The follower says it does not lead.
+        w.b.step().await;
+        assert!(
+            w.b.metrics()
+                .render()
+                .contains("leader_election_master_status{name=\"capstan\"} 0")
+        );
+    });
+}
+
+#[test]
+fn a_node_a_do_not_disrupt_pod_keeps_gets_one_disruption_blocked_event_naming_the_pod() {
+    block(async {
+        let mut w = World::new(pool(
+            serde_json::json!({"disruption": {"consolidateAfter": "0s"}}),
+        ));
+        w.pending("web-1");
+        w.run_a(12).await;
+        let node = w.nodes()[0].name.clone();
+        let claim = w.claims()[0].name.clone();
+        let mut p = Pod::clone(&w.api.pod("default/web-1").expect("the pod"));
+        p.node_name = Some(node.clone());
+        p.phase = PodPhase::Running;
+        p.unschedulable = false;
+        // As converted from the API (Karpenter's spelling becomes capstan's).
+        p.annotations
+            .insert(capstan_model::labels::DO_NOT_DISRUPT.into(), "true".into());
+        w.api.put(Object::Pod(Arc::new(p)));
+        w.run_a(120).await;
+        assert_eq!(w.nodes().len(), 1, "the node stays");
+        let events = w.api.events();
+        for (kind, name) in [(Kind::Node, &node), (Kind::NodeClaim, &claim)] {
+            let blocked: Vec<&ClusterEvent> = events
+                .iter()
+                .map(|(_, e)| e)
+                .filter(|e| e.reason == "DisruptionBlocked" && e.regarding == (kind, name.clone()))
+                .collect();
+            assert_eq!(blocked.len(), 1, "said once on the {kind:?}: {events:?}");
+            assert_eq!(blocked[0].type_, EventType::Normal);
+            assert!(
+                blocked[0]
+                    .note
+                    .contains("pod default/web-1 has do-not-disrupt"),
+                "{:?}",
+                blocked[0]
+            );
+        }
+        let text = w.a.metrics().render();
+        assert!(
+            text.contains(
+                "karpenter_voluntary_disruption_eligible_nodes{reason=\"underutilized\"} 0"
+            ),
+            "a blocked node is not eligible: {text}"
+        );
     });
 }
 

@@ -36,7 +36,10 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
     disruption: &mut Disruption,
     now: f64,
 ) {
-    let events = match cx.cloud.interruptions().await {
+    let events = match cx
+        .cloud_call("interruption", "Interruptions", cx.cloud.interruptions())
+        .await
+    {
         Ok(e) => e,
         Err(e) => {
             tracing::warn!(error = %e, "reading interruption events failed");
@@ -47,6 +50,16 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
         return;
     }
     let mut handled: Vec<InterruptionEvent> = Vec::new();
+    for ev in &events {
+        cx.s.metrics
+            .interruption_received
+            .with_label_values(&[message_type(ev)])
+            .inc();
+        cx.s.metrics
+            .interruption_queued
+            .with_label_values::<&str>(&[])
+            .observe((now - ev.at().as_secs_f64()).max(0.0));
+    }
     for ev in events {
         if !cx.leading() {
             break;
@@ -66,6 +79,7 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
                     event: reason,
                 },
             );
+            crate::disruption::count_disrupted(cx, &c, reason);
             let done = if c.deleting() {
                 // Already going (a disruption draining it, say): the cloud's deadline still
                 // binds, so the drain forces its pods off in time for it.
@@ -105,8 +119,21 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
         handled.push(ev);
     }
     if !handled.is_empty() {
-        if let Err(e) = cx.cloud.ack_interruptions(&handled).await {
-            tracing::warn!(error = %e, "acknowledging interruption events failed");
+        match cx
+            .cloud_call(
+                "interruption",
+                "AckInterruptions",
+                cx.cloud.ack_interruptions(&handled),
+            )
+            .await
+        {
+            Ok(()) => {
+                cx.s.metrics
+                    .interruption_deleted
+                    .with_label_values::<&str>(&[])
+                    .inc_by(handled.len() as u64)
+            }
+            Err(e) => tracing::warn!(error = %e, "acknowledging interruption events failed"),
         }
     }
 }
@@ -130,6 +157,16 @@ fn mark_interrupted_offering<A: ClusterApi, C: CloudProvider>(
     }
 }
 
+/// The `message_type` label of an interruption message (Karpenter's spellings).
+fn message_type(ev: &InterruptionEvent) -> &'static str {
+    match ev {
+        InterruptionEvent::SpotInterruptionWarning { .. } => "spot_interrupted",
+        InterruptionEvent::RebalanceRecommendation { .. } => "rebalance_recommendation",
+        InterruptionEvent::ScheduledMaintenance { .. } => "scheduled_change",
+        InterruptionEvent::StateChange { .. } => "state_change",
+    }
+}
+
 /// Pre-launches replacements for an interrupted node and starts its drain, to finish before
 /// `deadline`.
 async fn replace<A: ClusterApi, C: CloudProvider>(
@@ -145,7 +182,7 @@ async fn replace<A: ClusterApi, C: CloudProvider>(
         let input = d.input(&types, cx.config.epoch_unix + now);
         if let Some(cmd) = capstan_disrupt::interruption(input, &node, reason, deadline - now) {
             for r in &cmd.replacements {
-                launch_replacement(cx, r, &types).await;
+                launch_replacement(cx, reason, r, &types).await;
             }
         }
     }

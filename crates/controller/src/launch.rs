@@ -4,7 +4,7 @@
 //! token comes from the claim's name and uid, so a retried or duplicated launch returns the
 //! instance already made.
 
-use crate::api::ClusterApi;
+use crate::api::{ClusterApi, EventType, Kind};
 use crate::catalog::Catalog;
 use crate::context::Ctx;
 use crate::{Action, Config, secs};
@@ -125,7 +125,24 @@ impl Launcher {
         if !cx.may_act() {
             return;
         }
-        match cx.cloud.create(&request).await {
+        let launched = cx
+            .cloud_call("nodeclaim.lifecycle", "Create", cx.cloud.create(&request))
+            .await;
+        if let Err(e) = &launched {
+            let reason = match e {
+                CloudError::InsufficientCapacity { .. } => "InsufficientCapacityError",
+                CloudError::Throttled { .. } => "LaunchThrottled",
+                _ => "LaunchFailed",
+            };
+            cx.once(
+                (Kind::NodeClaim, c.name.clone()),
+                EventType::Warning,
+                reason,
+                format!("Failed to launch: {e}"),
+            )
+            .await;
+        }
+        match launched {
             Ok(inst) => {
                 self.attempts.remove(&c.name);
                 let t = capstan_model::catalog::type_for_pool(
@@ -146,6 +163,20 @@ impl Launcher {
                     status.allocatable = t.allocatable.clone();
                 }
                 if cx.claim_status(&c.name, status).await {
+                    cx.event(
+                        (Kind::NodeClaim, c.name.clone()),
+                        EventType::Normal,
+                        "Launched",
+                        format!(
+                            "Launched {} in {} ({}, {}, ${:.4}/h)",
+                            inst.provider_id,
+                            inst.zone,
+                            inst.instance_type,
+                            inst.capacity_type,
+                            inst.price
+                        ),
+                    )
+                    .await;
                     cx.record(
                         now,
                         Action::Launched {

@@ -26,6 +26,7 @@
 pub mod api;
 pub mod cache;
 pub mod memory;
+pub mod metrics;
 
 mod catalog;
 mod context;
@@ -50,6 +51,7 @@ pub use cache::Cache;
 pub use context::WriteStats;
 pub use launch::jittered_backoff;
 pub use memory::{ApiClient, InMemoryApi};
+pub use metrics::Metrics;
 
 use capstan_cloud::{Clock, CloudProvider};
 use capstan_model::disruption::Reason;
@@ -118,6 +120,15 @@ pub struct Config {
     pub catalog_ttl: f64,
     /// The schedulers whose unschedulable pods capstan provisions for (`spec.schedulerName`).
     pub scheduler_names: Vec<String>,
+    /// Rebuild the state gauges of [`Metrics`] (pods, nodes, NodePools, prices) at most this
+    /// often; 0: never (the simulator, where nothing scrapes them).
+    pub metrics_state_interval: f64,
+    /// The Lease's name, as the leader-election metric labels it.
+    pub lease_name: String,
+    /// Karpenter's `SpotToSpotConsolidation` feature gate (off by default, as Karpenter's):
+    /// consolidation replaces a spot node with a cheaper spot node, one node at a time and
+    /// only with 15 cheaper spot types. Off, spot nodes are only deleted.
+    pub spot_to_spot_consolidation: bool,
 }
 
 impl Default for Config {
@@ -147,6 +158,9 @@ impl Default for Config {
             planner: Planner::Pack,
             catalog_ttl: 300.0,
             scheduler_names: vec![capstan_model::pod::DEFAULT_SCHEDULER.to_string()],
+            metrics_state_interval: 0.0,
+            lease_name: api::LEASE_NAME.to_string(),
+            spot_to_spot_consolidation: false,
         }
     }
 }
@@ -255,6 +269,8 @@ pub struct Controller<A: ClusterApi, C: CloudProvider> {
     provisioner: provisioning::Provisioner,
     disruption: disruption::Disruption,
     gc: gc::Gc,
+    /// Clock seconds the state gauges were last rebuilt.
+    state_at: Option<f64>,
 }
 
 impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
@@ -271,6 +287,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             provisioner: provisioning::Provisioner::default(),
             disruption: disruption::Disruption::default(),
             gc: gc::Gc::default(),
+            state_at: None,
             api,
             cloud,
             clock,
@@ -293,6 +310,11 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
 
     pub fn cache(&self) -> &Cache {
         &self.shared.cache
+    }
+
+    /// The metrics `/metrics` serves (clones share them).
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
     }
 
     /// Writes attempted, refused and failed, by kind of write.
@@ -336,7 +358,13 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             .instrument(span)
             .await;
         let fresh = std::mem::take(&mut self.election.fresh_term);
+        self.shared
+            .metrics
+            .set_leader(&self.config.lease_name, leading);
         if !leading {
+            if self.state_at.take().is_some() {
+                self.shared.metrics.clear_state();
+            }
             return;
         }
         if fresh {
@@ -344,9 +372,21 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         }
         if let Err(e) = self.shared.cache.sync(&*self.api).await {
             tracing::warn!(error = %e, "cache sync failed");
+            self.shared.metrics.set_synced(false);
             return;
         }
+        self.shared.metrics.set_synced(true);
         self.reconcile(now).await;
+        let every = self.config.metrics_state_interval;
+        if every > 0.0 && self.state_at.is_none_or(|t| now - t >= every) {
+            self.state_at = Some(now);
+            self.shared.metrics.observe_state(
+                &self.shared.cache,
+                self.shared.catalog.cached(),
+                self.config.epoch_unix + now,
+                now,
+            );
+        }
     }
 
     /// One step of a process that froze between its renewal check and a write: it resumes

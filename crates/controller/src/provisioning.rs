@@ -274,7 +274,13 @@ impl Provisioner {
                 .map(|t| t.name.clone())
                 .collect();
             let claim = cx
-                .create_claim(pool, nc.requirements.clone(), names, nc.requests.clone())
+                .create_claim(
+                    "provisioned",
+                    pool,
+                    nc.requirements.clone(),
+                    names,
+                    nc.requests.clone(),
+                )
                 .await;
             if let Some(name) = claim {
                 created += 1;
@@ -303,6 +309,8 @@ impl Provisioner {
             plan_ms = plan_seconds * 1000.0,
             "provisioned"
         );
+        cx.s.metrics
+            .scheduled(plan_seconds, pending.len(), plan.unschedulable.len());
         cx.record(
             now,
             Action::Provisioned {

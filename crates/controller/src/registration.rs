@@ -9,7 +9,7 @@
 //!   Initialized (and may be disrupted).
 
 use crate::Action;
-use crate::api::{ClusterApi, Kind, MetaPatch, TaintChange, Write};
+use crate::api::{ClusterApi, EventType, Kind, MetaPatch, TaintChange, Write};
 use crate::context::Ctx;
 use capstan_cloud::CloudProvider;
 use capstan_disrupt::{NODEPOOL_HASH, NODEPOOL_HASH_VERSION, template_hash};
@@ -136,6 +136,25 @@ pub(crate) async fn register<A: ClusterApi, C: CloudProvider>(
     status.registered_at = Some(now);
     status.node_name = Some(node_name.clone());
     if cx.claim_status(&c.name, status).await {
+        cx.s.metrics
+            .nodes_created
+            .with_label_values(&[&c.nodepool])
+            .inc();
+        let note = format!("Node {node_name} registered for NodeClaim {}", c.name);
+        cx.event(
+            (Kind::NodeClaim, c.name.clone()),
+            EventType::Normal,
+            "Registered",
+            note.clone(),
+        )
+        .await;
+        cx.event(
+            (Kind::Node, node_name.clone()),
+            EventType::Normal,
+            "Registered",
+            note,
+        )
+        .await;
         cx.record(
             now,
             Action::Registered {

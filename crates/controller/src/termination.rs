@@ -106,7 +106,10 @@ pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
         if !cx.may_act() {
             return;
         }
-        match cx.cloud.delete(pid).await {
+        match cx
+            .cloud_call("nodeclaim.termination", "Delete", cx.cloud.delete(pid))
+            .await
+        {
             Ok(()) | Err(CloudError::NotFound { .. }) => {}
             Err(e) => {
                 tracing::warn!(error = %e, claim = %c.name, "instance delete failed; retrying");
@@ -114,14 +117,35 @@ pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
             }
         }
     }
+    let started = c.deleted_at.unwrap_or(now);
     if let Some(node) = &node {
+        let held = cx
+            .cache()
+            .node(node)
+            .is_some_and(|n| n.finalizers.iter().any(|f| f == TERMINATION_FINALIZER));
         if !remove_node(cx, node).await {
             return;
+        }
+        if held {
+            let m = &cx.s.metrics;
+            m.nodes_terminated.with_label_values(&[&c.nodepool]).inc();
+            m.nodes_termination
+                .observe(&[&c.nodepool], now, now - started);
         }
     }
     if !cx.release_finalizer(Kind::NodeClaim, &c.name).await {
         return;
     }
+    let m = &cx.s.metrics;
+    m.claims_terminated
+        .with_label_values(&[
+            &c.nodepool,
+            c.status.capacity_type.as_deref().unwrap_or_default(),
+            c.status.zone.as_deref().unwrap_or_default(),
+        ])
+        .inc();
+    m.claims_termination
+        .observe(&[&c.nodepool], now, now - started);
     cx.s.nominations.retain(|_, claim| claim != &c.name);
     cx.record(
         now,

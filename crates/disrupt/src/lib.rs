@@ -125,6 +125,10 @@ pub struct Input<'a> {
     pub daemonsets: &'a [Pod],
     /// Unix seconds.
     pub now: f64,
+    /// Karpenter's `SpotToSpotConsolidation` feature gate: consolidation may replace spot
+    /// nodes with a spot node (one node at a time, with enough cheaper spot types). Off, spot
+    /// nodes are only deleted.
+    pub spot_to_spot: bool,
 }
 
 /// A node to launch before the candidates go.
@@ -175,6 +179,9 @@ pub struct Blocked {
 pub struct Evaluation {
     pub commands: Vec<Command>,
     pub blocked: Vec<Blocked>,
+    /// Per voluntary method: the nodes it applies to and nothing blocks (do-not-disrupt,
+    /// PDBs), before budgets — Karpenter's eligible nodes.
+    pub eligible: BTreeMap<Reason, usize>,
     pub before: f64,
     pub after: f64,
 }
@@ -584,26 +591,38 @@ impl<'a> Engine<'a> {
         if must_save && after >= before - 1e-9 {
             return None;
         }
-        // Spot to spot: only with enough cheaper spot options, so the replacement does not chase
-        // one pool into the next interruption.
+        // Spot to spot, as Karpenter allows it: behind its feature gate; for a single node only
+        // with enough cheaper spot types, so the replacement does not chase one pool into the
+        // next interruption (several nodes into fewer need no such check, as in Karpenter).
         if must_save
             && candidates
                 .iter()
                 .all(|&c| input.nodes[c].capacity_type == CAPACITY_SPOT)
+            && plan
+                .new_claims
+                .iter()
+                .any(|c| c.offering.capacity_type == CAPACITY_SPOT)
         {
-            for c in &plan.new_claims {
-                if c.offering.capacity_type == CAPACITY_SPOT {
-                    let cheaper = c
-                        .instance_types
-                        .iter()
-                        .filter(|&&t| {
-                            input.instance_types[t].offerings.iter().any(|o| {
-                                o.available && o.capacity_type == CAPACITY_SPOT && o.price < before
+            if !input.spot_to_spot {
+                return None;
+            }
+            if candidates.len() == 1 {
+                for c in &plan.new_claims {
+                    if c.offering.capacity_type == CAPACITY_SPOT {
+                        let cheaper = c
+                            .instance_types
+                            .iter()
+                            .filter(|&&t| {
+                                input.instance_types[t].offerings.iter().any(|o| {
+                                    o.available
+                                        && o.capacity_type == CAPACITY_SPOT
+                                        && o.price < before
+                                })
                             })
-                        })
-                        .count();
-                    if cheaper < MIN_SPOT_OPTIONS {
-                        return None;
+                            .count();
+                        if cheaper < MIN_SPOT_OPTIONS {
+                            return None;
+                        }
                     }
                 }
             }
@@ -827,6 +846,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 blocked.insert(input.nodes[i].node.name.clone(), why);
                 continue;
             }
+            *out.eligible.entry(reason).or_default() += 1;
             if e.remaining_budget(p, reason) <= 0 {
                 let why = match np.budgets.error() {
                     Some(e) => format!(
@@ -898,6 +918,9 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         }
         None => true,
     });
+    if !candidates.is_empty() {
+        out.eligible.insert(Reason::Underutilized, candidates.len());
+    }
     // Cheapest to disrupt first: fewest pods, lowest priority; then the most expensive node.
     let cost = |i: usize| -> f64 {
         e.movable_pods(i)

@@ -92,6 +92,7 @@ fn eval(
         instance_types: types,
         daemonsets: &[],
         now: NOW,
+        spot_to_spot: true,
     })
 }
 
@@ -615,6 +616,7 @@ fn an_interruption_replaces_the_node_whatever_blocks_voluntary_moves() {
             instance_types: &t,
             daemonsets: &[],
             now: NOW,
+            spot_to_spot: true,
         },
         "spot-1",
         Reason::SpotInterruption,
@@ -657,6 +659,7 @@ fn an_interruption_evicts_everything_at_once_when_waves_would_miss_the_deadline(
         instance_types: &t,
         daemonsets: &[],
         now: NOW,
+        spot_to_spot: true,
     };
     let c = interruption(input, "spot-1", Reason::SpotInterruption, 120.0).unwrap();
     assert_eq!(
@@ -683,6 +686,7 @@ fn rebalance_recommendations_replace_spot_nodes_only_where_the_nodepool_opts_in(
                 instance_types: &t,
                 daemonsets: &[],
                 now: NOW,
+                spot_to_spot: true,
             },
             "s",
         )
@@ -875,5 +879,91 @@ mod properties {
         for r in [Reason::Empty, Reason::Underutilized, Reason::Expired] {
             assert!(seen.contains(&r), "no {r:?} command in any case: {seen:?}");
         }
+    }
+}
+
+#[test]
+fn spot_nodes_are_replaced_by_spot_only_behind_the_feature_gate_and_deleted_either_way() {
+    // Twenty general-purpose types, each with a spot offering at 30% of on-demand: plenty of
+    // cheaper spot types for a spot node of the largest.
+    let mut c = Catalog::builtin();
+    c.instance_types.retain(|t| {
+        ["m7i", "m6i", "c7i", "c6i", "r7i"]
+            .iter()
+            .any(|f| t.name.starts_with(&format!("{f}.")))
+            && ["large", "xlarge", "2xlarge", "4xlarge"]
+                .iter()
+                .any(|s| t.name.ends_with(&format!(".{s}")))
+    });
+    let mut t = c.instance_types;
+    assert!(t.len() >= 20, "{} types", t.len());
+    for it in t.iter_mut() {
+        let od = it.offerings[0].price;
+        it.offerings.retain(|o| o.capacity_type == "on-demand");
+        it.offerings.push(capstan_model::Offering {
+            zone: "us-east-1a".into(),
+            capacity_type: "spot".into(),
+            price: od * 0.3,
+            available: true,
+        });
+    }
+    let spot_pool = pool(
+        json!({"template": {"spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}),
+    );
+    let spot_node = |name: &str| {
+        let mut n = node(name, "m7i.4xlarge", 5.0, &t);
+        n.capacity_type = "spot".into();
+        std::sync::Arc::make_mut(&mut n.node)
+            .labels
+            .insert(labels::CAPACITY_TYPE.into(), "spot".into());
+        n.price = t
+            .iter()
+            .find(|x| x.name == "m7i.4xlarge")
+            .unwrap()
+            .offerings
+            .last()
+            .unwrap()
+            .price;
+        n
+    };
+    let run = |nodes: &[NodeInfo], pods: &[Pod], gate: bool| {
+        let pods: Vec<Arc<Pod>> = pods.iter().cloned().map(Arc::new).collect();
+        evaluate(Input {
+            nodes,
+            pods: &pods,
+            pdbs: &[],
+            nodepools: std::slice::from_ref(&spot_pool),
+            instance_types: &t,
+            daemonsets: &[],
+            now: NOW,
+            spot_to_spot: gate,
+        })
+    };
+    let one = [spot_node("big")];
+    let small = [pod("p1", "big", 500, 1024)];
+    let two = [spot_node("a"), spot_node("b")];
+    let spread = [pod("p1", "a", 500, 1024), pod("p2", "b", 500, 1024)];
+    // (nodes, pods, gate, a replacement expected, a deletion expected)
+    type Case<'a> = (&'a [NodeInfo], &'a [Pod], bool, bool, bool);
+    let cases: [Case; 4] = [
+        (&one, &small, true, true, false),
+        (&one, &small, false, false, false),
+        // With the gate off, spot nodes are still deleted when their pods fit elsewhere.
+        (&two, &spread, false, false, true),
+        (&two, &spread, true, false, true),
+    ];
+    for (i, (nodes, pods, gate, replaced, deleted)) in cases.into_iter().enumerate() {
+        let r = run(nodes, pods, gate);
+        let replacing: Vec<&Command> = r
+            .commands
+            .iter()
+            .filter(|c| !c.replacements.is_empty())
+            .collect();
+        assert_eq!(!replacing.is_empty(), replaced, "case {i}: {r:#?}");
+        assert_eq!(
+            r.commands.iter().any(|c| c.replacements.is_empty()),
+            deleted,
+            "case {i}: {r:#?}"
+        );
     }
 }

@@ -208,6 +208,10 @@ impl ClusterFakeCloud {
 }
 
 impl CloudProvider for ClusterFakeCloud {
+    fn provider_name(&self) -> &'static str {
+        "fake"
+    }
+
     async fn create(&self, req: &LaunchRequest) -> Result<Instance, CloudError> {
         let name = instance_name(&req.client_token);
         if let Some(s) = self.get_instance(&name).await? {

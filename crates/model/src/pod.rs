@@ -30,6 +30,17 @@ impl PodPhase {
     pub fn is_terminal(&self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
     }
+
+    /// The phase as `status.phase` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -158,6 +169,8 @@ pub struct Pod {
     /// Unix seconds of `metadata.deletionTimestamp` on a deleted pod: when its grace period
     /// ends and the kubelet kills what is left.
     pub deletion_deadline: Option<f64>,
+    /// Unix seconds of `metadata.creationTimestamp` (pod startup latency counts from it).
+    pub created: Option<f64>,
 }
 
 /// kube-scheduler's name, the `spec.schedulerName` of a pod that names none.

@@ -42,6 +42,10 @@ impl SimCloud {
 }
 
 impl CloudProvider for SimCloud {
+    fn provider_name(&self) -> &'static str {
+        "fake"
+    }
+
     async fn create(&self, request: &LaunchRequest) -> Result<Instance, CloudError> {
         if let Some(e) = self.throttled() {
             return Err(e);

@@ -342,6 +342,7 @@ impl Sim {
             batch_max: secs(c.batch_max, defaults.batch_max),
             disruption_interval: secs(c.disruption_interval, defaults.disruption_interval),
             quiet_interval: secs(c.quiet_interval, defaults.quiet_interval),
+            spot_to_spot_consolidation: c.feature_gates.spot_to_spot_consolidation,
             ..defaults
         };
         Controller::new(

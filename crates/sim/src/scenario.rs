@@ -364,6 +364,19 @@ pub struct ControllerSpec {
     /// After a disruption evaluation that found nothing, wait this long unless nodes change.
     #[serde(default)]
     pub quiet_interval: Option<Secs>,
+    /// Karpenter's feature gates, as the Helm chart's `settings.featureGates` names them.
+    #[serde(default)]
+    pub feature_gates: FeatureGatesSpec,
+}
+
+/// `controller.featureGates`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FeatureGatesSpec {
+    /// Consolidation may replace a spot node with a cheaper spot node (default off, as
+    /// Karpenter's).
+    #[serde(default)]
+    pub spot_to_spot_consolidation: bool,
 }
 
 /// A scenario that does not make sense: `file: field: message`.

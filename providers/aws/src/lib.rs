@@ -1091,6 +1091,10 @@ fn kubelet_overrides(spec: &AwsNodeClassSpec) -> catalog::KubeletOverrides {
 }
 
 impl CloudProvider for AwsCloud {
+    fn provider_name(&self) -> &'static str {
+        "aws"
+    }
+
     async fn create(&self, request: &LaunchRequest) -> Result<Instance, CloudError> {
         let (class_name, spec) = self.class(request.node_class.as_ref())?;
         let resolved = self.resolved(&spec).await?;

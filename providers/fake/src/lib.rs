@@ -670,6 +670,10 @@ fn terminate(st: &mut State, id: &str, at: Duration) {
 }
 
 impl CloudProvider for FakeCloud {
+    fn provider_name(&self) -> &'static str {
+        "fake"
+    }
+
     async fn create(&self, request: &LaunchRequest) -> Result<Instance, CloudError> {
         self.create_now(request)
     }

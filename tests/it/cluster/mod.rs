@@ -63,6 +63,8 @@ pub struct Cluster {
 pub struct Capstan {
     child: Child,
     pub log: std::path::PathBuf,
+    /// Where it serves `/metrics`.
+    pub metrics_addr: String,
 }
 
 impl Capstan {
@@ -90,6 +92,84 @@ impl Capstan {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// One sample of a Prometheus text exposition.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub name: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// The samples of a Prometheus text exposition (label values without escapes, as capstan's
+/// are).
+pub fn parse_metrics(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .expect("a sample line ends in its value");
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse().unwrap_or(f64::NAN),
+        };
+        let (name, labels) = match series.split_once('{') {
+            None => (series.to_string(), Default::default()),
+            Some((name, rest)) => {
+                let body = rest.strip_suffix('}').expect("labels close");
+                let mut labels = std::collections::BTreeMap::new();
+                for pair in body.split("\",").filter(|p| !p.is_empty()) {
+                    let (k, v) = pair.split_once("=\"").expect("k=\"v\"");
+                    labels.insert(k.to_string(), v.trim_end_matches('"').to_string());
+                }
+                (name.to_string(), labels)
+            }
+        };
+        out.push(Sample {
+            name,
+            labels,
+            value,
+        });
+    }
+    out
+}
+
+impl Capstan {
+    /// `GET /metrics`, as text.
+    pub fn scrape(&self) -> String {
+        use std::io::{Read, Write};
+        let mut sock = std::net::TcpStream::connect(&self.metrics_addr).expect("the metrics port");
+        write!(
+            sock,
+            "GET /metrics HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n",
+            self.metrics_addr
+        )
+        .expect("a request");
+        let mut resp = String::new();
+        sock.read_to_string(&mut resp).expect("a response");
+        let (head, body) = resp.split_once("\r\n\r\n").expect("headers end");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+        body.to_string()
+    }
+}
+
+/// The sum of the samples named `name` whose labels include every `(key, value)` of `with`.
+pub fn metric_sum(samples: &[Sample], name: &str, with: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s.name == name)
+        .filter(|s| {
+            with.iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|s| s.value)
+        .sum()
 }
 
 impl Drop for Capstan {
@@ -379,6 +459,7 @@ impl Cluster {
         let log = dir.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("a log file");
         let health = format!("127.0.0.1:{}", free_port());
+        let metrics_addr = format!("127.0.0.1:{}", free_port());
         let mut args = vec![
             "controller".to_string(),
             "--kubeconfig".into(),
@@ -387,6 +468,8 @@ impl Cluster {
             name.into(),
             "--health-addr".into(),
             health,
+            "--metrics-addr".into(),
+            metrics_addr.clone(),
             "--lease-namespace".into(),
             "kube-system".into(),
             "--kube-api-qps".into(),
@@ -403,7 +486,11 @@ impl Cluster {
             .stderr(file)
             .spawn()
             .expect("capstan runs");
-        Capstan { child, log }
+        Capstan {
+            child,
+            log,
+            metrics_addr,
+        }
     }
 
     /// `capstan ARGS` with this cluster's kubeconfig; its output.

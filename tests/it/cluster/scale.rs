@@ -1,6 +1,6 @@
 //! Scale-out: 200 replicas on a cluster with no nodes.
 
-use super::{Cluster, WHY, wait_for};
+use super::{Cluster, WHY, metric_sum, parse_metrics, wait_for};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -77,5 +77,101 @@ fn two_hundred_replicas_on_an_empty_cluster_run_on_nodes_capstan_launched_at_the
     // One FakeInstance per claim; every Node has its claim.
     assert_eq!(c.items(&["fakeinstances.capstan.dev"]).len(), claims.len());
     assert_eq!(nodes.len(), claims.len());
+
+    // What /metrics says about it, by Karpenter's names (the state gauges are rebuilt every
+    // second: wait for the one that has every pod running).
+    let n = claims.len() as f64;
+    let (text, samples) = wait_for(
+        "metrics with every pod running",
+        Duration::from_secs(20),
+        || {
+            let text = capstan.scrape();
+            let samples = parse_metrics(&text);
+            let running = metric_sum(
+                &samples,
+                "karpenter_pods_state",
+                &[("namespace", &ns), ("phase", "Running")],
+            );
+            (running == 200.0).then_some((text, samples))
+        },
+    );
+    let dir = super::repo().join("target/e2e-logs");
+    std::fs::write(dir.join("metrics-after-scale-out.txt"), &text).expect("metrics saved");
+    let m = |name: &str, with: &[(&str, &str)]| metric_sum(&samples, name, with);
+    let pool = [("nodepool", "default")];
+    assert_eq!(
+        m(
+            "karpenter_nodeclaims_created_total",
+            &[("nodepool", "default"), ("reason", "provisioned")]
+        ),
+        n
+    );
+    assert_eq!(m("karpenter_nodes_created_total", &pool), n);
+    assert_eq!(m("karpenter_nodeclaims_terminated_total", &[]), 0.0);
+    assert_eq!(m("karpenter_cluster_state_synced", &[]), 1.0);
+    assert_eq!(m("karpenter_cluster_state_node_count", &[]), n);
+    assert_eq!(m("leader_election_master_status", &[]), 1.0);
+    // Each claim launched with one Create call that succeeded.
+    assert!(
+        m(
+            "karpenter_cloudprovider_duration_seconds_count",
+            &[("method", "Create"), ("provider", "fake")]
+        ) >= n
+    );
+    assert_eq!(m("karpenter_cloudprovider_errors_total", &[]), 0.0);
+    // Every pod was pending when capstan started, and runs now.
+    assert_eq!(
+        m("karpenter_pods_startup_duration_seconds_count", &[]),
+        200.0
+    );
+    let p50 = m(
+        "karpenter_pods_startup_duration_seconds",
+        &[("quantile", "0.5")],
+    );
+    assert!(p50 > 0.0 && p50 < 600.0, "median pod startup {p50} s");
+    // The pool's usage is the launched capacity; its cost what the claims say they cost.
+    let cpu: f64 = claims
+        .iter()
+        .map(|c| {
+            let q = c["status"]["capacity"]["cpu"].as_str().unwrap();
+            q.parse::<f64>()
+                .unwrap_or_else(|_| q.trim_end_matches('m').parse::<f64>().unwrap() / 1000.0)
+        })
+        .sum();
+    assert_eq!(
+        m(
+            "karpenter_nodepools_usage",
+            &[("nodepool", "default"), ("resource_type", "cpu")]
+        ),
+        cpu
+    );
+    let cost = m("capstan_nodepools_cost_per_hour", &pool);
+    assert!(
+        (cost - price).abs() < 1e-6,
+        "cost {cost} vs the claims' {price}"
+    );
+    assert!(m("karpenter_scheduler_scheduling_duration_seconds_count", &[]) >= 1.0);
+    assert!(m("karpenter_nodes_allocatable", &[("resource_type", "pods")]) > 0.0);
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.name == "karpenter_cloudprovider_instance_type_offering_price_estimate")
+    );
+    // Events: each claim launched and registered, said on the claim and on its node.
+    let names: Vec<&str> = claims
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let events = c.items(&["events.events.k8s.io", "-A"]);
+    let count = |reason: &str, kind: &str| {
+        events
+            .iter()
+            .filter(|e| e["reason"] == reason && e["regarding"]["kind"] == kind)
+            .filter(|e| names.contains(&e["regarding"]["name"].as_str().unwrap_or("")))
+            .count()
+    };
+    assert_eq!(count("Launched", "NodeClaim"), claims.len());
+    assert_eq!(count("Registered", "NodeClaim"), claims.len());
+    assert_eq!(count("Registered", "Node"), claims.len());
     drop(capstan);
 }

@@ -45,3 +45,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
+
+{{- /* --feature-gates from settings.featureGates (Karpenter's value names, camelCase). Names
+capstan does not know, and Karpenter's gates capstan does not implement turned on, fail the
+rendering, naming the value. */ -}}
+{{- define "capstan.featureGates" -}}
+{{- $known := list "spotToSpotConsolidation" "nodeRepair" "reservedCapacity" "nodeOverlay" "staticCapacity" }}
+{{- $gates := list }}
+{{- range $k, $v := .Values.settings.featureGates }}
+{{- if not (has $k $known) }}
+{{- fail (printf "settings.featureGates.%s: capstan has no such feature gate (it has %s)" $k (join ", " $known)) }}
+{{- end }}
+{{- if and $v (ne $k "spotToSpotConsolidation") }}
+{{- fail (printf "settings.featureGates.%s: capstan does not implement Karpenter's %s; leave it false" $k $k) }}
+{{- end }}
+{{- $gates = append $gates (printf "%s%s=%t" (upper (substr 0 1 $k)) (substr 1 -1 $k) $v) }}
+{{- end }}
+{{- join "," $gates }}
+{{- end }}
