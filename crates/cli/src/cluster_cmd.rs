@@ -320,7 +320,7 @@ async fn refresh_node_classes(
         match capstan_kube::nodeclasses::aws_node_classes(&client).await {
             Ok(listed) => {
                 let mut good = std::collections::BTreeMap::new();
-                for (kind, (name, spec)) in listed {
+                for (kind, (name, spec), uid) in listed {
                     let key = format!("{kind}/{name}");
                     let (mut status, ready, reason, message) = match spec {
                         Err(e) => (AwsNodeClassStatus::default(), false, "InvalidSpec", e),
@@ -388,7 +388,7 @@ async fn refresh_node_classes(
                     if !ready && !same {
                         tracing::warn!(nodeclass = %key, %reason, %message, "node class not ready: nothing launches for it");
                         if let Err(e) = capstan_kube::nodeclasses::warn(
-                            &client, kind, &name, reason, &message, &identity,
+                            &client, kind, &name, &uid, reason, &message, &identity,
                         )
                         .await
                         {

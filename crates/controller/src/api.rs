@@ -191,6 +191,9 @@ pub enum EventType {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterEvent {
     pub regarding: (Kind, String),
+    /// The object's uid, as the API server gave it (empty when unknown): `kubectl describe`
+    /// finds an object's Events by it.
+    pub uid: String,
     pub type_: EventType,
     /// CamelCase, e.g. `Launched`, `FailedScheduling`, `InvalidNodePool`.
     pub reason: String,

@@ -322,6 +322,18 @@ impl Cache {
         self.pods.get(key).map(|(_, p)| p)
     }
 
+    /// The uid and resourceVersion of any cached object.
+    pub fn meta(&self, kind: Kind, key: &str) -> Option<&Meta> {
+        match kind {
+            Kind::Pod => self.pods.get(key).map(|(m, _)| m),
+            Kind::Node => self.nodes.get(key).map(|(m, _)| m),
+            Kind::NodeClaim => self.claims.get(key).map(|(m, _)| m),
+            Kind::NodePool => self.nodepools.get(key).map(|(m, _)| m),
+            Kind::Pdb => self.pdbs.get(key).map(|(m, _)| m),
+            Kind::DaemonSet => self.daemonsets.get(key).map(|(m, _)| m),
+        }
+    }
+
     pub fn pod_meta(&self, key: &str) -> Option<&Meta> {
         self.pods.get(key).map(|(m, _)| m)
     }

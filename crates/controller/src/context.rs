@@ -212,6 +212,11 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
     ) {
         let _ = self
             .write(Write::Event(ClusterEvent {
+                uid: self
+                    .cache()
+                    .meta(regarding.0, &regarding.1)
+                    .map(|m| m.uid.clone())
+                    .unwrap_or_default(),
                 regarding,
                 type_,
                 reason: reason.into(),

@@ -338,6 +338,7 @@ impl KubeApi {
                 name: Some(name.into()),
                 namespace: matches!(kind, Kind::Pod | Kind::Pdb | Kind::DaemonSet)
                     .then(|| ns.to_string()),
+                uid: (!e.uid.is_empty()).then(|| e.uid.clone()),
                 ..Default::default()
             }),
             ..Default::default()

@@ -19,9 +19,10 @@ fn parse(o: &DynamicObject) -> Option<Listed> {
 }
 
 /// Every `AWSNodeClass` and `EC2NodeClass` under `capstan.dev/v1`, by kind.
+/// Each with its kind and uid (Events name the object by it).
 pub async fn aws_node_classes(
     client: &kube::Client,
-) -> Result<Vec<(&'static str, Listed)>, kube::Error> {
+) -> Result<Vec<(&'static str, Listed, String)>, kube::Error> {
     let mut out = Vec::new();
     for (kind, plural) in [
         ("AWSNodeClass", "awsnodeclasses"),
@@ -30,7 +31,10 @@ pub async fn aws_node_classes(
         let api: Api<DynamicObject> =
             Api::all_with(client.clone(), &capstan_resource(kind, plural));
         let items = api.list(&ListParams::default()).await?.items;
-        out.extend(items.iter().filter_map(parse).map(|l| (kind, l)));
+        out.extend(items.iter().filter_map(|o| {
+            let uid = o.metadata.uid.clone().unwrap_or_default();
+            parse(o).map(|l| (kind, l, uid))
+        }));
     }
     Ok(out)
 }
@@ -147,6 +151,7 @@ pub async fn warn(
     client: &kube::Client,
     kind: &str,
     name: &str,
+    uid: &str,
     reason: &str,
     note: &str,
     reporter: &str,
@@ -173,6 +178,7 @@ pub async fn warn(
             api_version: Some(crate::resources::API_VERSION.into()),
             kind: Some(kind.into()),
             name: Some(name.into()),
+            uid: (!uid.is_empty()).then(|| uid.to_string()),
             ..Default::default()
         }),
         ..Default::default()

@@ -1,7 +1,7 @@
 //! Draining: `kubectl delete node` goes through capstan's finalizer, and a scale-in
 //! consolidates through the eviction API against a PodDisruptionBudget.
 
-use super::{Cluster, wait_for};
+use super::{Cluster, metric_sum, parse_metrics, wait_for};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -144,5 +144,31 @@ fn a_scale_in_consolidates_through_the_eviction_api_against_a_pdb_without_losing
         "no leaked instance"
     );
     assert_eq!(c.items(&["nodes"]).len(), after);
+    // /metrics tells the same story: every claim created and not left was disrupted by a
+    // decision, drained and terminated, node and claim.
+    let samples = parse_metrics(&capstan.scrape());
+    let m = |name: &str| metric_sum(&samples, name, &[("nodepool", "default")]);
+    let created = m("karpenter_nodeclaims_created_total");
+    let terminated = m("karpenter_nodeclaims_terminated_total");
+    assert_eq!(
+        created - terminated,
+        after as f64,
+        "created {created}, terminated {terminated}"
+    );
+    assert!(terminated >= (before - after) as f64);
+    // (A decision given up after its start counts its candidates disrupted but not gone.)
+    assert!(m("karpenter_nodeclaims_disrupted_total") >= terminated);
+    assert_eq!(m("karpenter_nodes_terminated_total"), terminated);
+    assert_eq!(
+        m("karpenter_nodes_termination_duration_seconds_count"),
+        terminated
+    );
+    assert_eq!(m("karpenter_nodes_created_total"), created);
+    let decisions = metric_sum(
+        &samples,
+        "karpenter_voluntary_disruption_decisions_total",
+        &[],
+    );
+    assert!(decisions >= 1.0, "{decisions} decisions");
     assert_eq!(capstan.terminate().code(), Some(0), "SIGTERM: exit 0");
 }

@@ -157,17 +157,22 @@ fn two_hundred_replicas_on_an_empty_cluster_run_on_nodes_capstan_launched_at_the
             .iter()
             .any(|s| s.name == "karpenter_cloudprovider_instance_type_offering_price_estimate")
     );
-    // Events: each claim launched and registered, said on the claim and on its node.
-    let names: Vec<&str> = claims
+    // Events: each claim launched and registered, said on the claim and on its node, by uid
+    // (what `kubectl describe` finds them by).
+    let uids: Vec<String> = claims
         .iter()
-        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .chain(
+            c.items(&["nodes", "-l", "capstan.dev/fake-node=true"])
+                .iter(),
+        )
+        .map(|o| o["metadata"]["uid"].as_str().unwrap().to_string())
         .collect();
     let events = c.items(&["events.events.k8s.io", "-A"]);
     let count = |reason: &str, kind: &str| {
         events
             .iter()
             .filter(|e| e["reason"] == reason && e["regarding"]["kind"] == kind)
-            .filter(|e| names.contains(&e["regarding"]["name"].as_str().unwrap_or("")))
+            .filter(|e| uids.iter().any(|u| e["regarding"]["uid"] == u.as_str()))
             .count()
     };
     assert_eq!(count("Launched", "NodeClaim"), claims.len());
