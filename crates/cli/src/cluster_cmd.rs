@@ -113,33 +113,81 @@ struct Health {
 }
 
 /// Answers HTTP/1.1 GETs on `addr`: `respond` maps a path to (status line, content type,
-/// body); `flag` names the address's flag in errors.
+/// body); `flag` names the address's flag in errors. A request's head is read up to 16 KiB
+/// within 10 s (a scrape with a bearer token fits); at most 64 connections are served at once;
+/// a failed accept (out of file descriptors, say) is logged and the server goes on.
 async fn serve(
     addr: String,
     flag: &'static str,
     respond: impl Fn(&str) -> (&'static str, &'static str, String) + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
+    const HEAD_MAX: usize = 16 * 1024;
+    const TIMEOUT: Duration = Duration::from_secs(10);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("{flag} {addr}"))?;
     tracing::info!(%addr, flag, "serving");
     let respond = Arc::new(respond);
+    let slots = Arc::new(tokio::sync::Semaphore::new(64));
     loop {
-        let (mut sock, _) = listener.accept().await?;
+        let (mut sock, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "accepting a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // Too many at once: refuse this one rather than queue without bound.
+            drop(sock);
+            continue;
+        };
         let respond = respond.clone();
         tokio::spawn(async move {
-            let mut buf = [0u8; 1024];
-            let n = sock.read(&mut buf).await.unwrap_or(0);
-            let req = String::from_utf8_lossy(&buf[..n]);
-            let path = req.split_whitespace().nth(1).unwrap_or("/");
-            let path = path.split('?').next().unwrap_or(path);
-            let (code, content_type, body) = respond(path);
+            let _slot = slot;
+            let mut head = Vec::with_capacity(1024);
+            let read = tokio::time::timeout(TIMEOUT, async {
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = sock.read(&mut buf).await?;
+                    if n == 0 {
+                        return Ok::<bool, std::io::Error>(false);
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                    if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        return Ok(true);
+                    }
+                    if head.len() > HEAD_MAX {
+                        return Ok(false);
+                    }
+                }
+            })
+            .await;
+            let (code, content_type, body) = match read {
+                Ok(Ok(true)) => {
+                    let req = String::from_utf8_lossy(&head);
+                    let path = req.split_whitespace().nth(1).unwrap_or("/");
+                    let path = path.split('?').next().unwrap_or(path);
+                    respond(path)
+                }
+                Ok(Ok(false)) if head.len() > HEAD_MAX => (
+                    "431 Request Header Fields Too Large",
+                    "text/plain",
+                    "request head over 16 KiB".to_string(),
+                ),
+                _ => return,
+            };
             let resp = format!(
                 "HTTP/1.1 {code}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 body.len()
             );
-            let _ = sock.write_all(resp.as_bytes()).await;
-            let _ = sock.write_all(body.as_bytes()).await;
+            let _ = tokio::time::timeout(TIMEOUT, async {
+                sock.write_all(resp.as_bytes()).await?;
+                sock.write_all(body.as_bytes()).await?;
+                sock.shutdown().await
+            })
+            .await;
         });
     }
 }

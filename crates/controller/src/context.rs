@@ -61,8 +61,9 @@ pub(crate) struct Shared {
     /// Provider id → the drift the cloud reports for it.
     pub provider_drift: BTreeMap<String, String>,
     pub stats: WriteStats,
-    /// Warnings already published as Events (object key and message), so each is said once.
-    pub reported: BTreeSet<(String, String)>,
+    /// Events already published once (object and message), so each is said once; pruned to
+    /// objects still in the cache.
+    pub reported: BTreeSet<((Kind, String), String)>,
     /// The Ready condition last written for each NodePool (ready, why not).
     pub pool_ready: BTreeMap<String, (bool, String)>,
     pub metrics: crate::metrics::Metrics,
@@ -210,6 +211,11 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
         reason: &str,
         note: String,
     ) {
+        // A leader resuming from a freeze sends the one write it was about to send: an
+        // Event is never that write.
+        if self.s.lead.grace_writes > 0 {
+            return;
+        }
         let _ = self
             .write(Write::Event(ClusterEvent {
                 uid: self
@@ -238,7 +244,7 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
         reason: &str,
         note: String,
     ) {
-        let key = (format!("{:?}/{}", regarding.0, regarding.1), note.clone());
+        let key = (regarding.clone(), note.clone());
         if self.s.reported.contains(&key) || !self.leading() {
             return;
         }
@@ -347,6 +353,17 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
             .await;
         if deleted.is_err() {
             return false;
+        }
+        if reason.disruption() {
+            self.s
+                .metrics
+                .claims_disrupted
+                .with_label_values(&[
+                    &reason.cli_name(),
+                    &c.nodepool,
+                    c.status.capacity_type.as_deref().unwrap_or_default(),
+                ])
+                .inc();
         }
         if let Some(node) = self.cache().node_of_claim(&c).map(|n| n.name.clone()) {
             self.set_disrupted_taint(&node, true).await;

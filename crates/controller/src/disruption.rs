@@ -14,7 +14,7 @@ use capstan_disrupt::{Command, NodeInfo, Replacement, Target};
 use capstan_model::disruption::Reason;
 use capstan_model::labels::{self, DISRUPTED_TAINT};
 use capstan_model::pdb::Pdb;
-use capstan_model::{InstanceType, NodeClaim, NodePool, Pod, Requirement};
+use capstan_model::{InstanceType, NodePool, Pod, Requirement};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -344,23 +344,16 @@ impl Disruption {
         } else {
             "replace"
         };
-        cx.s.metrics
-            .decisions
-            .with_label_values(&[
-                decision,
-                &cmd.reason.cli_name(),
-                crate::metrics::consolidation_type(cmd.reason, cmd.candidates.len()),
-            ])
-            .inc();
-        for node in &cmd.candidates {
-            let claim = cx
-                .cache()
-                .node(node)
-                .and_then(|n| cx.cache().claim_of_node(n))
-                .cloned();
-            if let Some(c) = claim {
-                count_disrupted(cx, &c, cmd.reason);
-            }
+        // Voluntary decisions only (Karpenter counts expiry as forceful, not here).
+        if cmd.reason.budgeted() {
+            cx.s.metrics
+                .decisions
+                .with_label_values(&[
+                    decision,
+                    &cmd.reason.cli_name(),
+                    crate::metrics::consolidation_type(cmd.reason, cmd.candidates.len()),
+                ])
+                .inc();
         }
         cx.record(
             now,
@@ -602,22 +595,6 @@ pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
         t.allocatable.clone(),
     )
     .await
-}
-
-/// Counts a claim disrupted, by reason, its NodePool and capacity type.
-pub(crate) fn count_disrupted<A: ClusterApi, C: CloudProvider>(
-    cx: &Ctx<'_, A, C>,
-    c: &NodeClaim,
-    reason: Reason,
-) {
-    cx.s.metrics
-        .claims_disrupted
-        .with_label_values(&[
-            &reason.cli_name(),
-            &c.nodepool,
-            c.status.capacity_type.as_deref().unwrap_or_default(),
-        ])
-        .inc();
 }
 
 #[cfg(test)]

@@ -79,7 +79,6 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
                     event: reason,
                 },
             );
-            crate::disruption::count_disrupted(cx, &c, reason);
             let done = if c.deleting() {
                 // Already going (a disruption draining it, say): the cloud's deadline still
                 // binds, so the drain forces its pods off in time for it.

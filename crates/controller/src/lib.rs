@@ -126,8 +126,8 @@ pub struct Config {
     /// The Lease's name, as the leader-election metric labels it.
     pub lease_name: String,
     /// Karpenter's `SpotToSpotConsolidation` feature gate (off by default, as Karpenter's):
-    /// consolidation replaces a spot node with a cheaper spot node, one node at a time and
-    /// only with 15 cheaper spot types. Off, spot nodes are only deleted.
+    /// consolidation may replace spot nodes with cheaper spot nodes (a single node only with
+    /// 15 cheaper spot types). Off, spot nodes are only deleted.
     pub spot_to_spot_consolidation: bool,
 }
 
@@ -271,6 +271,8 @@ pub struct Controller<A: ClusterApi, C: CloudProvider> {
     gc: gc::Gc,
     /// Clock seconds the state gauges were last rebuilt.
     state_at: Option<f64>,
+    /// Clock seconds the record of Events said once was last pruned.
+    reported_pruned_at: f64,
 }
 
 impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
@@ -288,6 +290,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             disruption: disruption::Disruption::default(),
             gc: gc::Gc::default(),
             state_at: None,
+            reported_pruned_at: 0.0,
             api,
             cloud,
             clock,
@@ -377,6 +380,15 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         }
         self.shared.metrics.set_synced(true);
         self.reconcile(now).await;
+        if now - self.reported_pruned_at >= 60.0 {
+            self.reported_pruned_at = now;
+            let cache = &self.shared.cache;
+            let invalid: std::collections::BTreeSet<(api::Kind, String)> =
+                cache.invalid().map(|i| (i.kind, i.key.clone())).collect();
+            self.shared.reported.retain(|((kind, key), _)| {
+                cache.meta(*kind, key).is_some() || invalid.contains(&(*kind, key.clone()))
+            });
+        }
         let every = self.config.metrics_state_interval;
         if every > 0.0 && self.state_at.is_none_or(|t| now - t >= every) {
             self.state_at = Some(now);

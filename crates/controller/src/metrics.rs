@@ -180,12 +180,28 @@ impl Summary {
         w.count += 1;
         w.sum += value;
         w.samples.push_back((at, value));
-        while w.samples.len() > SUMMARY_CAP
-            || w.samples
+        w.forget_before(at);
+    }
+
+    /// Forgets what left the window by clock time `at`, in every series (a series with no new
+    /// observation must not report old quantiles forever).
+    pub fn prune(&self, at: f64) {
+        let mut series = self.series.lock().expect("not poisoned");
+        for w in series.values_mut() {
+            w.forget_before(at);
+        }
+    }
+}
+
+impl Window {
+    fn forget_before(&mut self, at: f64) {
+        while self.samples.len() > SUMMARY_CAP
+            || self
+                .samples
                 .front()
                 .is_some_and(|(t, _)| at - t > SUMMARY_WINDOW)
         {
-            w.samples.pop_front();
+            self.samples.pop_front();
         }
     }
 }
@@ -513,6 +529,13 @@ impl Metrics {
             .with_label_values::<&str>(&[])
             .set(node_count as f64);
 
+        for summary in [
+            &self.pods_startup,
+            &self.nodes_termination,
+            &self.claims_termination,
+        ] {
+            summary.prune(at);
+        }
         let mut waiting = self.waiting.lock().expect("not poisoned");
         let mut live = BTreeSet::new();
         for p in cache.pods() {

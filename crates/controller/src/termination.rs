@@ -130,22 +130,26 @@ pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
             let m = &cx.s.metrics;
             m.nodes_terminated.with_label_values(&[&c.nodepool]).inc();
             m.nodes_termination
-                .observe(&[&c.nodepool], now, now - started);
+                .observe(&[&c.nodepool], now, (now - started).max(0.0));
         }
     }
+    let held = c.finalizers.iter().any(|f| f == TERMINATION_FINALIZER);
     if !cx.release_finalizer(Kind::NodeClaim, &c.name).await {
         return;
     }
-    let m = &cx.s.metrics;
-    m.claims_terminated
-        .with_label_values(&[
-            &c.nodepool,
-            c.status.capacity_type.as_deref().unwrap_or_default(),
-            c.status.zone.as_deref().unwrap_or_default(),
-        ])
-        .inc();
-    m.claims_termination
-        .observe(&[&c.nodepool], now, now - started);
+    // Counted once: when capstan's finalizer goes (another finalizer may hold the claim on).
+    if held {
+        let m = &cx.s.metrics;
+        m.claims_terminated
+            .with_label_values(&[
+                &c.nodepool,
+                c.status.capacity_type.as_deref().unwrap_or_default(),
+                c.status.zone.as_deref().unwrap_or_default(),
+            ])
+            .inc();
+        m.claims_termination
+            .observe(&[&c.nodepool], now, (now - started).max(0.0));
+    }
     cx.s.nominations.retain(|_, claim| claim != &c.name);
     cx.record(
         now,

@@ -126,8 +126,8 @@ pub struct Input<'a> {
     /// Unix seconds.
     pub now: f64,
     /// Karpenter's `SpotToSpotConsolidation` feature gate: consolidation may replace spot
-    /// nodes with a spot node (one node at a time, with enough cheaper spot types). Off, spot
-    /// nodes are only deleted.
+    /// nodes whose replacement could be spot (a single node only with enough cheaper spot
+    /// types). Off, such spot nodes are only deleted.
     pub spot_to_spot: bool,
 }
 
@@ -591,18 +591,21 @@ impl<'a> Engine<'a> {
         if must_save && after >= before - 1e-9 {
             return None;
         }
-        // Spot to spot, as Karpenter allows it: behind its feature gate; for a single node only
-        // with enough cheaper spot types, so the replacement does not chase one pool into the
-        // next interruption (several nodes into fewer need no such check, as in Karpenter).
+        // Spot to spot, as Karpenter allows it: behind its feature gate; a single node only with
+        // enough cheaper spot types, so the replacement does not chase one pool into the next
+        // interruption (several nodes into fewer need no such check, as in Karpenter).
         if must_save
             && candidates
                 .iter()
                 .all(|&c| input.nodes[c].capacity_type == CAPACITY_SPOT)
-            && plan
-                .new_claims
-                .iter()
-                .any(|c| c.offering.capacity_type == CAPACITY_SPOT)
+            && plan.new_claims.iter().any(|c| {
+                c.offering.capacity_type == CAPACITY_SPOT
+                    || c.requirements.allows(labels::CAPACITY_TYPE, CAPACITY_SPOT)
+            })
         {
+            // Karpenter looks at what the replacement may be, not at the offering it would
+            // pick: with the gate off, a spot node whose replacement could be spot is not
+            // replaced at all (only deleted), even by a cheaper on-demand node.
             if !input.spot_to_spot {
                 return None;
             }

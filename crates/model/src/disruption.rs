@@ -91,6 +91,23 @@ impl Reason {
         )
     }
 
+    /// Whether deleting a claim for this reason is a disruption, as Karpenter counts them
+    /// (its methods and the cloud's interruptions; not a person deleting the node or claim,
+    /// nor a launch or registration that failed).
+    pub fn disruption(self) -> bool {
+        matches!(
+            self,
+            Reason::Empty
+                | Reason::Underutilized
+                | Reason::Drifted
+                | Reason::Expired
+                | Reason::SpotInterruption
+                | Reason::ScheduledMaintenance
+                | Reason::RebalanceRecommendation
+                | Reason::InstanceTerminated
+        )
+    }
+
     /// Whether the cloud takes the instance whatever capstan decides.
     pub fn involuntary(self) -> bool {
         matches!(
