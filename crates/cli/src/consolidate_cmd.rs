@@ -33,6 +33,8 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
     for w in &objs.warnings {
         tracing::warn!("{w}");
     }
+    objs.require(cluster, "nodes", objs.nodes.len())
+        .map_err(|e| InputError(e.to_string()))?;
     let mut pdbs = objs.pdbs;
     for f in pdb_files {
         let text = input::read(f)?;
@@ -41,6 +43,8 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
         for w in &more.warnings {
             tracing::warn!("{w}");
         }
+        more.require(f, "PodDisruptionBudgets", more.pdbs.len())
+            .map_err(|e| InputError(e.to_string()))?;
         pdbs.extend(more.pdbs);
     }
     let nodes = objs
@@ -62,7 +66,7 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
 }
 
 fn round(v: f64) -> f64 {
-    (v * 1e6).round() / 1e6
+    crate::table::round(v, 6)
 }
 
 /// The contract's JSON for one evaluation; replacements are named `replacement-K`, or

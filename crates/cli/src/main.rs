@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 use capstan_cli::input::{self, InputError};
+use capstan_cli::table::fixed;
 use capstan_cli::{bench, table};
 use capstan_fake_cloud::{FakeCloud, FakeCloudConfig};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -345,7 +346,7 @@ fn bench_scheduling(
                     vec![
                         r.pods.to_string(),
                         r.instance_types.to_string(),
-                        format!("{:.4}", r.seconds),
+                        fixed(r.seconds, 4),
                         format!("{:.0}", r.pods_per_second),
                         r.nodes.to_string(),
                         r.unschedulable.to_string(),
@@ -576,7 +577,7 @@ fn plan(
                         c["instance_type"].as_str().unwrap_or("").to_string(),
                         c["capacity_type"].as_str().unwrap_or("").to_string(),
                         c["zone"].as_str().unwrap_or("").to_string(),
-                        format!("{:.4}", c["price_usd_per_hour"].as_f64().unwrap_or(0.0)),
+                        fixed(c["price_usd_per_hour"].as_f64().unwrap_or(0.0), 4),
                         c["pods"]
                             .as_array()
                             .map(|a| a.len())
@@ -611,9 +612,9 @@ fn plan(
                 ));
             }
             out.push_str(&format!(
-                "total {:.4} $/hour, lower bound {:.4} $/hour ({} strategy, {:.1} ms)\n",
-                r.total_price,
-                r.lower_bound,
+                "total {} $/hour, lower bound {} $/hour ({} strategy, {:.1} ms)\n",
+                fixed(r.total_price, 4),
+                fixed(r.lower_bound, 4),
                 r.strategy.name(),
                 ms
             ));
@@ -654,9 +655,9 @@ fn bench_packing(
                         r.strategy.clone(),
                         r.pods.to_string(),
                         r.nodes.to_string(),
-                        format!("{:.4}", r.price_usd_per_hour),
-                        format!("{:.4}", r.lower_bound_usd_per_hour),
-                        format!("{:.4}", r.ratio_to_bound),
+                        fixed(r.price_usd_per_hour, 4),
+                        fixed(r.lower_bound_usd_per_hour, 4),
+                        fixed(r.ratio_to_bound, 4),
                         format!("{:.1}", r.solve_ms),
                     ]
                 })
@@ -902,7 +903,7 @@ fn consolidate(
                                 .collect::<Vec<_>>()
                                 .join(","),
                             c.moves.len().to_string(),
-                            format!("{:.4}", c.savings),
+                            fixed(c.savings, 4),
                         ]
                     })
                     .collect();
@@ -913,7 +914,11 @@ fn consolidate(
                 for b in &e.blocked {
                     out.push_str(&format!("blocked {}: {}\n", b.node, b.reason));
                 }
-                out.push_str(&format!("{:.4} $/hour → {:.4} $/hour\n", e.before, e.after));
+                out.push_str(&format!(
+                    "{} $/hour → {} $/hour\n",
+                    fixed(e.before, 4),
+                    fixed(e.after, 4)
+                ));
             }
             emit(&out)
         }
@@ -1151,10 +1156,10 @@ fn main() -> ExitCode {
                         &[vec![
                             row.nodes.to_string(),
                             row.pods.to_string(),
-                            format!("{:.4}", row.seconds),
+                            fixed(row.seconds, 4),
                             row.commands.to_string(),
                             row.blocked.to_string(),
-                            format!("{:.4}", row.savings_usd_per_hour),
+                            fixed(row.savings_usd_per_hour, 4),
                         ]],
                     )),
                 }

@@ -29,6 +29,8 @@ pub fn read_pods(path: &str) -> Result<Vec<Arc<Pod>>, InputError> {
     let text = input::read(path)?;
     let objs = load(path, &text, &[Kind::Pod]).map_err(|e| InputError(e.to_string()))?;
     warn_all(&objs.warnings);
+    objs.require(path, "pods", objs.pods.len())
+        .map_err(|e| InputError(e.to_string()))?;
     let mut pending = Vec::new();
     for p in objs.pods {
         if p.is_pending() {
@@ -53,6 +55,8 @@ pub fn read_nodepools(paths: &[String]) -> Result<Vec<NodePool>, InputError> {
         let text = input::read(path)?;
         let objs = load(path, &text, &[Kind::NodePool]).map_err(|e| InputError(e.to_string()))?;
         warn_all(&objs.warnings);
+        objs.require(path, "NodePool", objs.nodepools.len())
+            .map_err(|e| InputError(e.to_string()))?;
         pools.extend(objs.nodepools);
     }
     if pools.is_empty() {
@@ -89,6 +93,9 @@ pub fn read_cluster(
     )
     .map_err(|e| InputError(e.to_string()))?;
     warn_all(&objs.warnings);
+    let read = objs.pods.len() + objs.nodes.len() + objs.daemonsets.len() + objs.nodeclaims.len();
+    objs.require(path, "nodes or pods", read)
+        .map_err(|e| InputError(e.to_string()))?;
     let mut snap = Snapshot {
         nodes: objs.nodes,
         daemonsets: objs.daemonsets,
@@ -156,10 +163,7 @@ pub fn solve_input(p: &PlanInput) -> SolveInput<'_> {
     }
 }
 
-fn round(v: f64, digits: i32) -> f64 {
-    let f = 10f64.powi(digits);
-    (v * f).round() / f
-}
+use crate::table::round;
 
 /// The contract's JSON for a plan.
 pub fn plan_json(p: &PlanInput, r: &PackResult, solve_ms: f64) -> Value {

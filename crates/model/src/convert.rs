@@ -109,10 +109,93 @@ fn resource_list(
     Ok(r)
 }
 
+/// Kubernetes' extended resources (`example.com/foo`: a domain other than kubernetes.io's),
+/// which cannot be overcommitted or split.
+fn is_extended(name: &str) -> bool {
+    match name.split_once('/') {
+        Some((domain, _)) => {
+            domain != "kubernetes.io"
+                && !domain.ends_with(".kubernetes.io")
+                && !name.starts_with("requests.")
+        }
+        None => false,
+    }
+}
+
+/// Kubernetes' validation of a container's resources where it changes a plan (the API server
+/// refuses such a pod, so it never runs): no negative amounts, requests within limits,
+/// extended resources whole and requested exactly at their limit, hugepages only beside cpu
+/// or memory. The messages are the API server's.
+fn validate_resources(res: &core::ResourceRequirements, field: &str) -> Result<(), FieldError> {
+    let parse = |map: &Option<BTreeMap<String, K8sQuantity>>, which: &str| {
+        let mut out = BTreeMap::new();
+        for (k, v) in map.iter().flatten() {
+            let q = crate::quantity::Quantity::parse(&v.0).map_err(|e| {
+                FieldError::new(format!("{field}.resources.{which}.{k}"), e.to_string())
+            })?;
+            if q.is_negative() {
+                return Err(FieldError::new(
+                    format!("{field}.resources.{which}.{k}"),
+                    format!(
+                        "Invalid value: \"{}\": must be greater than or equal to 0",
+                        v.0
+                    ),
+                ));
+            }
+            if is_extended(k) && !q.is_whole() {
+                return Err(FieldError::new(
+                    format!("{field}.resources.{which}.{k}"),
+                    format!("Invalid value: \"{}\": must be an integer", v.0),
+                ));
+            }
+            out.insert(k.clone(), (q, v.0.clone()));
+        }
+        Ok(out)
+    };
+    let limits = parse(&res.limits, "limits")?;
+    let requests = parse(&res.requests, "requests")?;
+    for (k, (q, text)) in &requests {
+        match limits.get(k) {
+            Some((l, ltext)) if is_extended(k) && q != l => {
+                return Err(FieldError::new(
+                    format!("{field}.resources.requests.{k}"),
+                    format!("Invalid value: \"{text}\": must be equal to {k} limit of {ltext}"),
+                ));
+            }
+            Some((l, ltext)) if q > l => {
+                return Err(FieldError::new(
+                    format!("{field}.resources.requests.{k}"),
+                    format!(
+                        "Invalid value: \"{text}\": must be less than or equal to {k} limit of {ltext}"
+                    ),
+                ));
+            }
+            None if is_extended(k) => {
+                return Err(FieldError::new(
+                    format!("{field}.resources.limits"),
+                    format!(
+                        "Required value: Limit must be set for non overcommitable resources ({k})"
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+    let all = || requests.keys().chain(limits.keys());
+    if all().any(|k| k.starts_with("hugepages-")) && !all().any(|k| k == "cpu" || k == "memory") {
+        return Err(FieldError::new(
+            format!("{field}.resources"),
+            "Forbidden: HugePages require cpu or memory".to_string(),
+        ));
+    }
+    Ok(())
+}
+
 fn container_requests(c: &core::Container, field: &str) -> Result<Resources, FieldError> {
     let Some(res) = &c.resources else {
         return Ok(Resources::new());
     };
+    validate_resources(res, field)?;
     let mut requests = match &res.requests {
         Some(r) => resource_list(r, &format!("{field}.resources.requests"))?,
         None => Resources::new(),
@@ -731,6 +814,89 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    #[test]
+    fn resources_kubernetes_refuses_are_refused_naming_the_field() {
+        use serde_json::json;
+        // (resources, the field named, the message's end; None: valid)
+        let cases: [(serde_json::Value, Option<(&str, &str)>); 10] = [
+            (
+                json!({"requests": {"cpu": "-1"}}),
+                Some((
+                    "spec.containers[0].resources.requests.cpu",
+                    "must be greater than or equal to 0",
+                )),
+            ),
+            (
+                json!({"limits": {"memory": "-1Gi"}}),
+                Some((
+                    "spec.containers[0].resources.limits.memory",
+                    "must be greater than or equal to 0",
+                )),
+            ),
+            (
+                json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
+                Some((
+                    "spec.containers[0].resources.requests.cpu",
+                    "must be less than or equal to cpu limit of 1",
+                )),
+            ),
+            (
+                json!({"requests": {"nvidia.com/gpu": "1.5"}, "limits": {"nvidia.com/gpu": "1.5"}}),
+                Some((
+                    "spec.containers[0].resources.limits.nvidia.com/gpu",
+                    "must be an integer",
+                )),
+            ),
+            (
+                json!({"requests": {"nvidia.com/gpu": "1"}}),
+                Some((
+                    "spec.containers[0].resources.limits",
+                    "Limit must be set for non overcommitable resources (nvidia.com/gpu)",
+                )),
+            ),
+            (
+                json!({"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}}),
+                Some((
+                    "spec.containers[0].resources.requests.nvidia.com/gpu",
+                    "must be equal to nvidia.com/gpu limit of 2",
+                )),
+            ),
+            (
+                json!({"limits": {"hugepages-2Mi": "128Mi"}}),
+                Some((
+                    "spec.containers[0].resources",
+                    "HugePages require cpu or memory",
+                )),
+            ),
+            (
+                json!({"limits": {"hugepages-2Mi": "128Mi", "memory": "1Gi"}}),
+                None,
+            ),
+            (
+                json!({"limits": {"nvidia.com/gpu": "2"}, "requests": {"cpu": "500m"}}),
+                None,
+            ),
+            (
+                json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}),
+                None,
+            ),
+        ];
+        for (i, (res, want)) in cases.into_iter().enumerate() {
+            let got = pod_from(json!({
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "app", "resources": res}]}
+            }));
+            match (got, want) {
+                (Ok(_), None) => {}
+                (Err(e), Some((field, msg))) => {
+                    assert_eq!(e.field, field, "case {i}");
+                    assert!(e.to_string().ends_with(msg), "case {i}: {e}");
+                }
+                (got, want) => panic!("case {i}: {got:?}, expected {want:?}"),
+            }
+        }
     }
 
     #[test]

@@ -34,6 +34,18 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The apiVersion and kind an object of this kind is written with.
+    fn type_meta(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Pod => ("v1", "Pod"),
+            Kind::Node => ("v1", "Node"),
+            Kind::DaemonSet => ("apps/v1", "DaemonSet"),
+            Kind::NodePool => ("karpenter.sh/v1", "NodePool"),
+            Kind::NodeClaim => ("karpenter.sh/v1", "NodeClaim"),
+            Kind::PodDisruptionBudget => ("policy/v1", "PodDisruptionBudget"),
+        }
+    }
+
     fn of(api_version: &str, kind: &str) -> Option<Kind> {
         let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
         Some(match (group, kind) {
@@ -60,10 +72,52 @@ pub struct Objects {
     pub pdbs: Vec<crate::pdb::Pdb>,
     /// Things capstan read but does not use or model, one line each (prefixed with the file).
     pub warnings: Vec<String>,
+    /// Objects the file held (list items counted one by one), of any kind.
+    pub objects: usize,
+    /// `List`s (`List`, `PodList`, …) the file held, empty ones included.
+    pub lists: usize,
+}
+
+impl Objects {
+    /// The file held nothing but empty lists — what `kubectl get … -o json` prints when there
+    /// is nothing: a valid empty input, unlike an empty file.
+    pub fn only_empty_lists(&self) -> bool {
+        self.objects == 0 && self.lists > 0
+    }
+
+    /// `Err("FILE: no KIND in FILE (…)")` when a file the command reads for `what` gave none of
+    /// it (`count` is how many it gave) and is not just empty lists.
+    pub fn require(&self, file: &str, what: &str, count: usize) -> Result<(), LoadError> {
+        if count > 0 || self.only_empty_lists() {
+            return Ok(());
+        }
+        let held = if self.objects == 0 {
+            "it holds no object".to_string()
+        } else {
+            let skipped: Vec<&str> = self
+                .warnings
+                .iter()
+                .filter_map(|w| w.strip_prefix(&format!("{file}: ")))
+                .filter_map(|w| w.split(": skipped").next())
+                .take(3)
+                .collect();
+            format!("it holds {}", skipped.join(", "))
+        };
+        Err(LoadError::Parse {
+            file: file.to_string(),
+            message: format!("no {what} in {file} ({held})"),
+        })
+    }
 }
 
 /// Splits a file into documents, flattening `List`-style objects (`items`).
 pub fn documents(file: &str, text: &str) -> Result<Vec<Value>, LoadError> {
+    split(file, text).map(|(docs, _)| docs)
+}
+
+/// The documents and how many lists held them. A typed list's items (`PodList`'s) are of its
+/// kind: those that omit `kind` get it; one of another kind is an error naming it.
+fn split(file: &str, text: &str) -> Result<(Vec<Value>, usize), LoadError> {
     let parse_err = |message: String| LoadError::Parse {
         file: file.to_string(),
         message,
@@ -105,24 +159,58 @@ pub fn documents(file: &str, text: &str) -> Result<Vec<Value>, LoadError> {
         docs = yaml(text)?;
     }
     let mut out = Vec::with_capacity(docs.len());
+    let mut lists = 0;
     for d in docs {
-        flatten(d, &mut out);
+        flatten(file, d, &mut out, &mut lists)?;
     }
-    Ok(out)
+    Ok((out, lists))
 }
 
-fn flatten(v: Value, out: &mut Vec<Value>) {
-    let is_list = v
+fn flatten(file: &str, v: Value, out: &mut Vec<Value>, lists: &mut usize) -> Result<(), LoadError> {
+    let list_kind = v
         .get("kind")
         .and_then(Value::as_str)
-        .is_some_and(|k| k == "List" || k.ends_with("List"));
-    if is_list && let Some(Value::Array(items)) = v.get("items") {
-        for item in items.clone() {
-            flatten(item, out);
+        .filter(|k| *k == "List" || k.ends_with("List"))
+        .map(str::to_string);
+    let Some(list_kind) = list_kind else {
+        out.push(v);
+        return Ok(());
+    };
+    let Some(Value::Array(items)) = v.get("items") else {
+        out.push(v);
+        return Ok(());
+    };
+    *lists += 1;
+    let item_kind = list_kind.strip_suffix("List").filter(|k| !k.is_empty());
+    let api_version = v.get("apiVersion").cloned();
+    for (j, mut item) in items.clone().into_iter().enumerate() {
+        if let Some(ik) = item_kind {
+            match item.get("kind").and_then(Value::as_str) {
+                None | Some("") => {
+                    if let Value::Object(m) = &mut item {
+                        m.insert("kind".into(), Value::String(ik.to_string()));
+                        if !m.contains_key("apiVersion") {
+                            if let Some(av) = &api_version {
+                                m.insert("apiVersion".into(), av.clone());
+                            }
+                        }
+                    }
+                }
+                Some(k) if k == ik => {}
+                Some(k) => {
+                    return Err(LoadError::Parse {
+                        file: file.to_string(),
+                        message: format!(
+                            "{list_kind} item {j} ({}): kind {k} in a {list_kind}",
+                            object_name(&item)
+                        ),
+                    });
+                }
+            }
         }
-        return;
+        flatten(file, item, out, lists)?;
     }
-    out.push(v);
+    Ok(())
 }
 
 fn object_name(v: &Value) -> String {
@@ -176,7 +264,22 @@ fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, FieldError> {
 /// Reads every object of the `wanted` kinds; other objects are skipped with a warning.
 pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadError> {
     let mut out = Objects::default();
-    for (i, mut doc) in documents(file, text)?.into_iter().enumerate() {
+    let (docs, lists) = split(file, text)?;
+    out.objects = docs.len();
+    out.lists = lists;
+    for (i, mut doc) in docs.into_iter().enumerate() {
+        // An item that says nothing of its kind, in a file read for one kind, is of that kind
+        // (a `List`'s items as some tools print them).
+        if let ([only], Value::Object(m)) = (wanted, &mut doc) {
+            if m.get("kind")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                let (av, k) = only.type_meta();
+                m.insert("kind".into(), Value::String(k.into()));
+                m.entry("apiVersion").or_insert(Value::String(av.into()));
+            }
+        }
         let api_version = doc
             .get("apiVersion")
             .and_then(Value::as_str)

@@ -52,6 +52,36 @@ impl fmt::Display for Shortfall {
 }
 
 /// Formats an amount in the unit a person reads for that resource.
+/// Amounts of one resource in one unit, so they compare at a glance: cpu in cores (with the
+/// decimals needed), memory in the largest binary unit that divides them all.
+pub fn format_amounts(resource: &str, vs: &[i64]) -> Vec<String> {
+    match resource {
+        CPU => vs
+            .iter()
+            .map(|&v| {
+                if v % 1000 == 0 {
+                    format!("{}", v / 1000)
+                } else {
+                    let s = format!("{:.3}", v as f64 / 1000.0);
+                    s.trim_end_matches('0').trim_end_matches('.').to_string()
+                }
+            })
+            .collect(),
+        MEMORY | EPHEMERAL_STORAGE => {
+            let unit = [(1024 * MIB, "Gi"), (MIB, "Mi"), (1024, "Ki")]
+                .into_iter()
+                .find(|(u, _)| vs.iter().all(|v| v % u == 0));
+            vs.iter()
+                .map(|&v| match unit {
+                    Some((u, name)) => format!("{}{name}", v / u),
+                    None => format!("{v}"),
+                })
+                .collect()
+        }
+        _ => vs.iter().map(|v| format!("{v}")).collect(),
+    }
+}
+
 pub fn format_amount(resource: &str, v: i64) -> String {
     match resource {
         CPU => {
@@ -259,6 +289,21 @@ impl fmt::Display for Resources {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn amounts_compared_in_one_message_share_a_unit() {
+        // (resource, amounts, texts)
+        let cases: [(&str, Vec<i64>, Vec<&str>); 5] = [
+            (CPU, vec![100_000_000, 893_690], vec!["100000", "893.69"]),
+            (CPU, vec![2000, 16000], vec!["2", "16"]),
+            (CPU, vec![500, 2000], vec!["0.5", "2"]),
+            (MEMORY, vec![3 << 30, 1536 * MIB], vec!["3072Mi", "1536Mi"]),
+            (MEMORY, vec![4 << 30, 2 << 30], vec!["4Gi", "2Gi"]),
+        ];
+        for (r, vs, want) in cases {
+            assert_eq!(format_amounts(r, &vs), want, "{r} {vs:?}");
+        }
+    }
 
     fn res(pairs: &[(&str, &str)]) -> Resources {
         let mut r = Resources::new();

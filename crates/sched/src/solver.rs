@@ -1074,11 +1074,15 @@ impl<'a> Solver<'a> {
             } else {
                 String::new()
             };
+            let [needs, offers] =
+                <[String; 2]>::try_from(capstan_model::resources::format_amounts(
+                    &sf.resource,
+                    &[sf.requested, sf.available],
+                ))
+                .expect("two amounts");
             return format!(
-                "no instance type has enough {}: needs {}, largest offers {}{tail}",
+                "no instance type has enough {}: needs {needs}, largest offers {offers}{tail}",
                 sf.resource,
-                format_amount(&sf.resource, sf.requested),
-                format_amount(&sf.resource, sf.available)
             );
         }
         format!("no single instance type has all of {need}")
