@@ -184,3 +184,82 @@ fn a_nodepool_whose_budget_schedule_does_not_parse_exits_2_naming_the_file_the_n
         "one line: {err}"
     );
 }
+
+#[test]
+fn until_stable_names_replacements_inside_a_command_and_as_nodes_in_later_rounds_as_the_contract_says()
+ {
+    // Oversized nodes each with one small pod, and a budget of one node at a time: rounds of
+    // replacements and deletions, each round seeing the nodes the earlier ones launched.
+    let mut items: Vec<Value> = (0..4)
+        .map(|i| node(&format!("n{i}"), "m7i.4xlarge", "15890m", "61Gi"))
+        .collect();
+    items.extend((0..4).map(|i| pod(&format!("w{i}"), &format!("n{i}"), "500m", "web")));
+    let c = write(
+        "until-stable-names.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": items}),
+    );
+    let pool = write(
+        "one-at-a-time.json",
+        &json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7i.large", "m7i.xlarge", "m7i.4xlarge"]}]}},
+                "disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "1"}]}}}),
+    );
+    let out = run(&[
+        "consolidate",
+        "--cluster",
+        &c,
+        "--nodepool",
+        &pool,
+        "--catalog",
+        &catalog(),
+        "--now",
+        "2026-11-30T09:15:00Z",
+        "--until-stable",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rounds = v["rounds"].as_array().unwrap();
+    let mut nodes: Vec<String> = (0..4).map(|i| format!("n{i}")).collect();
+    let mut replaced = 0;
+    for (r, round) in rounds.iter().enumerate() {
+        let mut launched = 0;
+        for cmd in round["commands"].as_array().unwrap() {
+            let replacements = cmd["replacements"].as_array().unwrap().len();
+            for m in cmd["moves"].as_array().unwrap() {
+                let to = m["to"].as_str().unwrap();
+                match to
+                    .strip_prefix("replacement-")
+                    .and_then(|k| k.parse::<usize>().ok())
+                {
+                    // `replacement-K`: entry K of this command's replacements.
+                    Some(k) => {
+                        assert!(k < replacements, "round {r}: {to} of {replacements}: {cmd}")
+                    }
+                    // Otherwise a node of this round's cluster, replacements of earlier rounds
+                    // included as `replacement-R-K`.
+                    None => assert!(
+                        nodes.iter().any(|n| n == to),
+                        "round {r}: {to} is no node in {nodes:?}"
+                    ),
+                }
+            }
+            for cand in cmd["candidates"].as_array().unwrap() {
+                nodes.retain(|n| n != cand.as_str().unwrap());
+            }
+            for _ in 0..replacements {
+                nodes.push(format!("replacement-{r}-{launched}"));
+                launched += 1;
+                replaced += 1;
+            }
+        }
+    }
+    assert!(replaced >= 1, "some round replaced a node: {v:#}");
+    assert!(rounds.len() >= 3, "{v:#}");
+}

@@ -280,3 +280,114 @@ fn bench_packing_reports_every_strategy_on_every_set() {
     let optimal = rows.iter().find(|r| r["strategy"] == "optimal").unwrap();
     assert_eq!(optimal["gap"], 0.0);
 }
+
+fn res_pod(name: &str, resources: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "resources": resources}]}})
+}
+
+#[test]
+fn pods_kubernetes_would_refuse_and_files_without_pods_exit_2_with_one_line_naming_them() {
+    // (file name, body, what the one line says)
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "negative.json",
+            res_pod("neg", json!({"requests": {"cpu": "-1"}})).to_string(),
+            "negative.json: pod default/neg: spec.containers[0].resources.requests.cpu: Invalid value: \"-1\": must be greater than or equal to 0",
+        ),
+        (
+            "over-limit.json",
+            res_pod("over", json!({"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}})).to_string(),
+            "over-limit.json: pod default/over: spec.containers[0].resources.requests.memory: Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi",
+        ),
+        (
+            "gpu.json",
+            res_pod("gpu", json!({"requests": {"nvidia.com/gpu": "1.5"}, "limits": {"nvidia.com/gpu": "1.5"}})).to_string(),
+            "gpu.json: pod default/gpu: spec.containers[0].resources.limits.nvidia.com/gpu: Invalid value: \"1.5\": must be an integer",
+        ),
+        (
+            "hugepages.json",
+            res_pod("huge", json!({"limits": {"hugepages-2Mi": "128Mi"}})).to_string(),
+            "hugepages.json: pod default/huge: spec.containers[0].resources: Forbidden: HugePages require cpu or memory",
+        ),
+        ("empty.json", String::new(), "empty.json: no pods in"),
+        (
+            "nodepool.yaml",
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: x}\nspec: {template: {spec: {requirements: []}}}\n".into(),
+            "nodepool.yaml: no pods in",
+        ),
+        (
+            "mixed.json",
+            json!({"apiVersion": "v1", "kind": "PodList", "items": [
+                {"metadata": {"name": "a"}, "spec": {"containers": [{"name": "c"}]}},
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}]})
+            .to_string(),
+            "mixed.json: PodList item 1 (n): kind Node in a PodList",
+        ),
+    ];
+    for (name, body, says) in cases {
+        let f = tmp(name, &body);
+        let out = capstan(&["plan", "--pods", f.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+    }
+}
+
+#[test]
+fn a_pod_list_whose_items_omit_kind_is_planned_and_an_empty_list_is_an_empty_plan_at_zero() {
+    let items = json!({"apiVersion": "v1", "kind": "PodList", "items": [
+        {"metadata": {"name": "a", "namespace": "default"},
+         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}]});
+    let f = tmp("kindless.json", &items.to_string());
+    let out = capstan(&["plan", "--pods", f.to_str().unwrap(), "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["nodeclaims"].as_array().unwrap().len(), 1, "{plan}");
+    // What `kubectl get pods -o json` prints when nothing is pending.
+    let empty = tmp(
+        "none.json",
+        r#"{"apiVersion":"v1","kind":"List","items":[]}"#,
+    );
+    for output in ["table", "json"] {
+        let out = capstan(&[
+            "plan",
+            "--pods",
+            empty.to_str().unwrap(),
+            "--output",
+            output,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("-0.0"), "no negative zero: {text}");
+    }
+}
+
+#[test]
+fn a_reason_compares_amounts_in_one_unit() {
+    let f = tmp(
+        "huge-cpu.json",
+        &res_pod("big", json!({"requests": {"cpu": "100000"}})).to_string(),
+    );
+    let out = capstan(&["plan", "--pods", f.to_str().unwrap(), "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = plan["unschedulable"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("needs 100000, largest offers ") && !reason.ends_with('m'),
+        "{reason}"
+    );
+}

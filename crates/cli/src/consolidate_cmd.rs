@@ -30,21 +30,21 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
         ],
     )
     .map_err(|e| InputError(e.to_string()))?;
+    objs.require(cluster, "nodes", objs.nodes.len())
+        .map_err(|e| InputError(e.to_string()))?;
     for w in &objs.warnings {
         tracing::warn!("{w}");
     }
-    objs.require(cluster, "nodes", objs.nodes.len())
-        .map_err(|e| InputError(e.to_string()))?;
     let mut pdbs = objs.pdbs;
     for f in pdb_files {
         let text = input::read(f)?;
         let more =
             load(f, &text, &[Kind::PodDisruptionBudget]).map_err(|e| InputError(e.to_string()))?;
+        more.require(f, "PodDisruptionBudgets", more.pdbs.len())
+            .map_err(|e| InputError(e.to_string()))?;
         for w in &more.warnings {
             tracing::warn!("{w}");
         }
-        more.require(f, "PodDisruptionBudgets", more.pdbs.len())
-            .map_err(|e| InputError(e.to_string()))?;
         pdbs.extend(more.pdbs);
     }
     let nodes = objs
@@ -69,9 +69,10 @@ fn round(v: f64) -> f64 {
     crate::table::round(v, 6)
 }
 
-/// The contract's JSON for one evaluation; replacements are named `replacement-K`, or
-/// `replacement-R-K` (`prefix` = `R-`) in `--until-stable` rounds.
-pub fn evaluation_json(e: &Evaluation, catalog: &Catalog, prefix: &str) -> Value {
+/// The contract's JSON for one evaluation: a move to a replacement names it `replacement-K`,
+/// K its entry in the command's `replacements` (in every round of `--until-stable` too; the
+/// node it becomes in later rounds is `replacement-R-K`, see [`replacement_node`]).
+pub fn evaluation_json(e: &Evaluation, catalog: &Catalog) -> Value {
     let commands: Vec<Value> = e
         .commands
         .iter()
@@ -88,7 +89,7 @@ pub fn evaluation_json(e: &Evaluation, catalog: &Catalog, prefix: &str) -> Value
                 })).collect::<Vec<_>>(),
                 "moves": c.moves.iter().map(|m| json!({
                     "pod": m.pod,
-                    "to": match &m.to { Target::Node(n) => n.clone(), Target::Replacement(k) => format!("replacement-{prefix}{k}") },
+                    "to": match &m.to { Target::Node(n) => n.clone(), Target::Replacement(k) => format!("replacement-{k}") },
                 })).collect::<Vec<_>>(),
                 "savings_usd_per_hour": round(c.savings),
                 "drain": c.drain,
@@ -118,14 +119,22 @@ pub fn evaluate_now(c: &Cluster, pools: &[NodePool], catalog: &Catalog, now: f64
     })
 }
 
+/// The node a replacement launched in `round` becomes in later rounds: `replacement-R-K`, K
+/// counting the round's replacements over all its commands, in order.
+pub fn replacement_node(round: usize, k: usize) -> String {
+    format!("replacement-{round}-{k}")
+}
+
 /// Carries out one round's commands on the snapshot: replacements become nodes named
-/// `replacement-R-K`, pods move, candidates go.
+/// [`replacement_node`], pods move, candidates go.
 pub fn apply(c: &mut Cluster, e: &Evaluation, catalog: &Catalog, round: usize, now: f64) {
+    let mut launched = 0;
     for cmd in &e.commands {
         let mut names = Vec::new();
-        for (k, r) in cmd.replacements.iter().enumerate() {
+        for r in &cmd.replacements {
             let t = &catalog.instance_types[r.instance_type];
-            let name = format!("replacement-{round}-{k}");
+            let name = replacement_node(round, launched);
+            launched += 1;
             let node = Node::for_instance_type(t, &name, &r.zone, &r.capacity_type, &r.nodepool);
             let mut info = NodeInfo::from_node(node, &catalog.instance_types);
             info.price = r.price;

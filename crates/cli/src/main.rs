@@ -855,12 +855,7 @@ fn consolidate(
     let mut evaluations = Vec::new();
     for round in 0..50 {
         let e = cc::evaluate_now(&state, &pools, &catalog, now);
-        let prefix = if until_stable {
-            format!("{round}-")
-        } else {
-            String::new()
-        };
-        rounds.push(cc::evaluation_json(&e, &catalog, &prefix));
+        rounds.push(cc::evaluation_json(&e, &catalog));
         let done = e.commands.is_empty() || !until_stable;
         if !done {
             cc::apply(&mut state, &e, &catalog, round, now);

@@ -28,9 +28,9 @@ fn warn_all(warnings: &[String]) {
 pub fn read_pods(path: &str) -> Result<Vec<Arc<Pod>>, InputError> {
     let text = input::read(path)?;
     let objs = load(path, &text, &[Kind::Pod]).map_err(|e| InputError(e.to_string()))?;
-    warn_all(&objs.warnings);
     objs.require(path, "pods", objs.pods.len())
         .map_err(|e| InputError(e.to_string()))?;
+    warn_all(&objs.warnings);
     let mut pending = Vec::new();
     for p in objs.pods {
         if p.is_pending() {
@@ -54,9 +54,9 @@ pub fn read_nodepools(paths: &[String]) -> Result<Vec<NodePool>, InputError> {
     for path in paths {
         let text = input::read(path)?;
         let objs = load(path, &text, &[Kind::NodePool]).map_err(|e| InputError(e.to_string()))?;
-        warn_all(&objs.warnings);
         objs.require(path, "NodePool", objs.nodepools.len())
             .map_err(|e| InputError(e.to_string()))?;
+        warn_all(&objs.warnings);
         pools.extend(objs.nodepools);
     }
     if pools.is_empty() {
@@ -92,10 +92,10 @@ pub fn read_cluster(
         ],
     )
     .map_err(|e| InputError(e.to_string()))?;
-    warn_all(&objs.warnings);
     let read = objs.pods.len() + objs.nodes.len() + objs.daemonsets.len() + objs.nodeclaims.len();
     objs.require(path, "nodes or pods", read)
         .map_err(|e| InputError(e.to_string()))?;
+    warn_all(&objs.warnings);
     let mut snap = Snapshot {
         nodes: objs.nodes,
         daemonsets: objs.daemonsets,
