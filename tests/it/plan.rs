@@ -391,3 +391,52 @@ fn a_reason_compares_amounts_in_one_unit() {
         "{reason}"
     );
 }
+
+#[test]
+fn bad_files_for_every_command_that_reads_one_exit_2_with_one_line_and_never_panic() {
+    let garbage: String = (0..2000u32)
+        .map(|i| char::from_u32(0x20 + (i.wrapping_mul(2_654_435_761) % 0x5e)).unwrap())
+        .collect();
+    let none = tmp(
+        "no-pods.json",
+        r#"{"apiVersion":"v1","kind":"List","items":[]}"#,
+    );
+    let none = none.to_str().unwrap();
+    // (command before the file, command after it, file body)
+    let cases: Vec<(Vec<&str>, Vec<&str>, String)> = vec![
+        (vec!["plan", "--pods"], vec![], garbage.clone()),
+        (vec!["plan", "--pods"], vec![], "{\"kind\": \"PodList\", \"items\": [".into()),
+        (vec!["plan", "--cluster"], vec!["--pods", none], "kind: List\nitems: 5\n".into()),
+        (vec!["plan", "--nodepool"], vec!["--pods", none], garbage.clone()),
+        (vec!["plan", "--nodepool"], vec!["--pods", none], "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: x}\nspec: {template: {spec: {requirements: [{key: a, operator: Gt, values: [x]}]}}}\n".into()),
+        (vec!["plan", "--catalog"], vec!["--pods", none], garbage.clone()),
+        (vec!["plan", "--catalog"], vec!["--pods", none], "{\"instance_types\": [{\"name\": 1}]}".into()),
+        (vec!["consolidate", "--cluster"], vec![], garbage.clone()),
+        (vec!["consolidate", "--cluster"], vec![], "".into()),
+        (vec!["simulate", "--scenario"], vec!["--out", "/tmp/capstan-it-bad-scenario"], garbage.clone()),
+        (vec!["simulate", "--scenario"], vec!["--out", "/tmp/capstan-it-bad-scenario"], "name: x\nduration: forever\n".into()),
+        (vec!["hpa", "decide"], vec![], garbage.clone()),
+        (vec!["hpa", "decide"], vec![], "{\"spec\": {}, \"currentReplicas\": -1}".into()),
+        (vec!["cloud", "check", "--config"], vec![], garbage.clone()),
+        (vec!["cloud", "check", "--config"], vec![], "seed: x\n".into()),
+    ];
+    for (i, (before, after, body)) in cases.into_iter().enumerate() {
+        let f = tmp(&format!("bad-{i}.txt"), &body);
+        let mut args = before.clone();
+        args.push(f.to_str().unwrap());
+        args.extend(after.iter().copied());
+        let out = capstan(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "case {i} {before:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "case {i} {before:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "case {i}: {err}");
+        assert!(
+            err.contains(&format!("bad-{i}.txt")),
+            "case {i}: the line names the file: {err}"
+        );
+    }
+}

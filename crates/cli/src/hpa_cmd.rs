@@ -178,6 +178,32 @@ fn convert(t: TickInput) -> Result<Tick, String> {
             let path = e.path().to_string();
             format!("spec.{path}: {}", e.into_inner())
         })?;
+    // The API server's validation of an HPA spec (a missing maxReplicas reads as 0).
+    if spec.max_replicas < 1 {
+        return Err(format!(
+            "spec.maxReplicas: Invalid value: {}: must be greater than 0",
+            spec.max_replicas
+        ));
+    }
+    if let Some(min) = spec.min_replicas {
+        if min < 0 {
+            return Err(format!(
+                "spec.minReplicas: Invalid value: {min}: must be greater than or equal to 0"
+            ));
+        }
+        if min > spec.max_replicas {
+            return Err(format!(
+                "spec.maxReplicas: Invalid value: {}: must be greater than or equal to `minReplicas` ({min})",
+                spec.max_replicas
+            ));
+        }
+    }
+    if t.current_replicas < 0 {
+        return Err(format!(
+            "currentReplicas: Invalid value: {}: must be greater than or equal to 0",
+            t.current_replicas
+        ));
+    }
     if spec.min_replicas.is_some_and(|m| m == 0) {
         let scalable = spec
             .metrics

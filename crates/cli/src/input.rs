@@ -32,11 +32,15 @@ pub fn catalog(path: Option<&str>) -> Result<Catalog, InputError> {
     let Some(path) = path else {
         return Ok(Catalog::builtin());
     };
-    let text = read(path)?;
+    catalog_from_text(path, &read(path)?)
+}
+
+/// A catalog from the text of `path` (JSON or YAML, told by content).
+pub fn catalog_from_text(path: &str, text: &str) -> Result<Catalog, InputError> {
     let value: serde_json::Value = if text.trim_start().starts_with('{') {
-        serde_json::from_str(&text).map_err(|e| InputError(format!("{path}: invalid JSON: {e}")))?
+        serde_json::from_str(text).map_err(|e| InputError(format!("{path}: invalid JSON: {e}")))?
     } else {
-        serde_yaml::from_str(&text).map_err(|e| InputError(format!("{path}: invalid YAML: {e}")))?
+        serde_yaml::from_str(text).map_err(|e| InputError(format!("{path}: invalid YAML: {e}")))?
     };
     let file: CatalogFile = serde_path_to_error::deserialize(value).map_err(|e| {
         let field = e.path().to_string();
