@@ -20,7 +20,10 @@ fi
 
 die() { echo "fuzz.sh: $*" >&2; exit 1; }
 
-rustup toolchain list | grep -q '^nightly' || die "needs the nightly toolchain (rustup toolchain install nightly)"
+if ! rustup toolchain list | grep -q '^nightly'; then
+  echo "installing the nightly toolchain (cargo-fuzz's instrumentation needs it)" >&2
+  rustup toolchain install nightly --profile minimal >&2 || die "needs the nightly toolchain: rustup toolchain install nightly failed"
+fi
 if [[ ! -x $ROOT/bin/cargo-fuzz ]]; then
   echo "installing cargo-fuzz $VERSION into $ROOT" >&2
   cargo install cargo-fuzz --version "$VERSION" --locked --root "$ROOT" >&2 || die "cargo install cargo-fuzz failed"
