@@ -37,12 +37,15 @@ const SMALL: &[&str] = &[
 fn pod(name: &str, cpu: i64, mem_mib: i64, spec: Value, labels: Value) -> Pod {
     let mut s = spec.as_object().cloned().unwrap_or_default();
     let mut requests = json!({"cpu": format!("{cpu}m"), "memory": format!("{mem_mib}Mi")});
+    let mut limits = json!({});
     if let Some(g) = s.remove("gpu") {
+        // Extended resources are requested at their limit (Kubernetes refuses anything else).
         requests["nvidia.com/gpu"] = json!(g.to_string());
+        limits["nvidia.com/gpu"] = json!(g.to_string());
     }
     s.insert(
         "containers".into(),
-        json!([{"name": "c", "resources": {"requests": requests}}]),
+        json!([{"name": "c", "resources": {"requests": requests, "limits": limits}}]),
     );
     let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default", "labels": labels},
