@@ -83,6 +83,17 @@ fn eval(
     pools: &[NodePool],
     types: &[InstanceType],
 ) -> Evaluation {
+    eval_with(nodes, pods, pdbs, pools, types, true)
+}
+
+fn eval_with(
+    nodes: &[NodeInfo],
+    pods: &[Pod],
+    pdbs: &[Pdb],
+    pools: &[NodePool],
+    types: &[InstanceType],
+    spot_to_spot: bool,
+) -> Evaluation {
     let pods: Vec<Arc<Pod>> = pods.iter().cloned().map(Arc::new).collect();
     evaluate(Input {
         nodes,
@@ -92,8 +103,45 @@ fn eval(
         instance_types: types,
         daemonsets: &[],
         now: NOW,
-        spot_to_spot: true,
+        spot_to_spot,
     })
+}
+
+/// Gives every type a spot offering in us-east-1a at 30% of its first offering's price.
+fn add_spot_offerings(types: &mut [InstanceType]) {
+    for it in types.iter_mut() {
+        let od = it.offerings[0].price;
+        it.offerings.push(capstan_model::Offering {
+            zone: "us-east-1a".into(),
+            capacity_type: "spot".into(),
+            price: od * 0.3,
+            available: true,
+        });
+    }
+}
+
+fn spot_pool() -> NodePool {
+    pool(
+        json!({"template": {"spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}),
+    )
+}
+
+/// A spot node of type `it`, priced at that type's last (spot) offering.
+fn spot_node(name: &str, it: &str, types: &[InstanceType]) -> NodeInfo {
+    let mut n = node(name, it, 5.0, types);
+    n.capacity_type = "spot".into();
+    std::sync::Arc::make_mut(&mut n.node)
+        .labels
+        .insert(labels::CAPACITY_TYPE.into(), "spot".into());
+    n.price = types
+        .iter()
+        .find(|x| x.name == it)
+        .unwrap()
+        .offerings
+        .last()
+        .unwrap()
+        .price;
+    n
 }
 
 fn budget(
@@ -494,36 +542,13 @@ fn a_changed_template_hash_drifts_the_node() {
 #[test]
 fn spot_replacements_need_enough_cheaper_spot_types() {
     let mut t = types();
-    for it in t.iter_mut() {
-        let od = it.offerings[0].price;
-        it.offerings.push(capstan_model::Offering {
-            zone: "us-east-1a".into(),
-            capacity_type: "spot".into(),
-            price: od * 0.3,
-            available: true,
-        });
-    }
-    let spot_pool = pool(
-        json!({"template": {"spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}),
-    );
-    let mut big = node("big", "m7i.4xlarge", 5.0, &t);
-    big.capacity_type = "spot".into();
-    std::sync::Arc::make_mut(&mut big.node)
-        .labels
-        .insert(labels::CAPACITY_TYPE.into(), "spot".into());
-    big.price = t
-        .iter()
-        .find(|x| x.name == "m7i.4xlarge")
-        .unwrap()
-        .offerings
-        .last()
-        .unwrap()
-        .price;
+    add_spot_offerings(&mut t);
+    let big = spot_node("big", "m7i.4xlarge", &t);
     let r = eval(
         &[big],
         &[pod("p1", "big", 500, 1024)],
         &[],
-        &[spot_pool],
+        &[spot_pool()],
         &t,
     );
     assert!(
@@ -898,47 +923,14 @@ fn spot_nodes_are_replaced_by_spot_only_behind_the_feature_gate_and_deleted_eith
     let mut t = c.instance_types;
     assert!(t.len() >= 20, "{} types", t.len());
     for it in t.iter_mut() {
-        let od = it.offerings[0].price;
         it.offerings.retain(|o| o.capacity_type == "on-demand");
-        it.offerings.push(capstan_model::Offering {
-            zone: "us-east-1a".into(),
-            capacity_type: "spot".into(),
-            price: od * 0.3,
-            available: true,
-        });
     }
-    let spot_pool = pool(
-        json!({"template": {"spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}),
-    );
-    let spot_node = |name: &str| {
-        let mut n = node(name, "m7i.4xlarge", 5.0, &t);
-        n.capacity_type = "spot".into();
-        std::sync::Arc::make_mut(&mut n.node)
-            .labels
-            .insert(labels::CAPACITY_TYPE.into(), "spot".into());
-        n.price = t
-            .iter()
-            .find(|x| x.name == "m7i.4xlarge")
-            .unwrap()
-            .offerings
-            .last()
-            .unwrap()
-            .price;
-        n
-    };
+    add_spot_offerings(&mut t);
+    let pools = [spot_pool()];
     let run = |nodes: &[NodeInfo], pods: &[Pod], gate: bool| {
-        let pods: Vec<Arc<Pod>> = pods.iter().cloned().map(Arc::new).collect();
-        evaluate(Input {
-            nodes,
-            pods: &pods,
-            pdbs: &[],
-            nodepools: std::slice::from_ref(&spot_pool),
-            instance_types: &t,
-            daemonsets: &[],
-            now: NOW,
-            spot_to_spot: gate,
-        })
+        eval_with(nodes, pods, &[], &pools, &t, gate)
     };
+    let spot_node = |name: &str| spot_node(name, "m7i.4xlarge", &t);
     let one = [spot_node("big")];
     let small = [pod("p1", "big", 500, 1024)];
     let two = [spot_node("a"), spot_node("b")];
