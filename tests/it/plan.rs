@@ -440,3 +440,157 @@ fn bad_files_for_every_command_that_reads_one_exit_2_with_one_line_and_never_pan
         );
     }
 }
+
+/// Karpenter v1 dropped the defaulting of capacity type, architecture and OS: a NodePool that
+/// says nothing about them allows every value, so a migrated spot or Graviton pool stays one.
+/// The built-in pool (no `--nodepool`) keeps its documented amd64, linux, on-demand.
+#[test]
+fn a_nodepool_file_that_leaves_capacity_type_and_arch_open_plans_spot_and_any_arch() {
+    let open = tmp(
+        "open.yaml",
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: open}\nspec:\n  template:\n    spec:\n      requirements:\n      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m7i, m7g]}\n",
+    );
+    let pods: Vec<Value> = (0..4)
+        .map(|i| pod(&format!("web-{i}"), "1", "2Gi", None))
+        .collect();
+    let p = tmp(
+        "open-pods.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": pods}).to_string(),
+    );
+    let plan = |extra: &[&str]| -> Value {
+        let mut args = vec!["plan", "--pods", p.to_str().unwrap(), "--output", "json"];
+        args.extend_from_slice(extra);
+        let out = capstan(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let open_plan = plan(&["--nodepool", open.to_str().unwrap()]);
+    let claims = open_plan["nodeclaims"].as_array().unwrap();
+    assert!(!claims.is_empty());
+    for c in claims {
+        assert_eq!(c["capacity_type"], "spot", "{c}");
+    }
+    let builtin = plan(&[]);
+    for c in builtin["nodeclaims"].as_array().unwrap() {
+        assert_eq!(c["capacity_type"], "on-demand", "{c}");
+        // Graviton families carry a `g` after their generation (m7g, c6gd, x2gd).
+        let family = c["instance_type"]
+            .as_str()
+            .unwrap()
+            .split('.')
+            .next()
+            .unwrap();
+        let after_generation = family.trim_start_matches(|ch: char| ch.is_ascii_lowercase());
+        assert!(
+            !after_generation.contains('g'),
+            "the built-in pool is amd64: {c}"
+        );
+    }
+}
+
+/// Karpenter's `spot.yaml` NodePool (spot only) plans spot nodes priced from a
+/// `describe-spot-price-history` file, the newest price per pool winning; without the file it
+/// plans on estimates and says so; a bad price is exit 2 naming the entry.
+#[test]
+fn a_spot_only_nodepool_plans_on_the_spot_price_file_or_on_estimates_it_names() {
+    let spot_pool = tmp(
+        "spot.yaml",
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: spot}\nspec:\n  template:\n    spec:\n      requirements:\n      - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}\n      - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n      - {key: kubernetes.io/os, operator: In, values: [linux]}\n      - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}\n      - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ['2']}\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
+    );
+    let pods: Vec<Value> = (0..2)
+        .map(|i| pod(&format!("web-{i}"), "1", "2Gi", None))
+        .collect();
+    let p = tmp(
+        "spot-pods.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": pods}).to_string(),
+    );
+    let prices = tmp(
+        "spot-prices.json",
+        &json!({"SpotPriceHistory": [
+            {"InstanceType": "m7i.large", "AvailabilityZone": "us-east-1b", "ProductDescription": "Linux/UNIX",
+             "SpotPrice": "0.001000", "Timestamp": "2026-11-30T10:00:00+00:00"},
+            {"InstanceType": "m7i.large", "AvailabilityZone": "us-east-1b", "ProductDescription": "Linux/UNIX",
+             "SpotPrice": "0.020000", "Timestamp": "2026-11-30T12:00:00+00:00"},
+            {"InstanceType": "c7i.xlarge", "AvailabilityZone": "us-east-1c", "ProductDescription": "Linux/UNIX",
+             "SpotPrice": "0.030000", "Timestamp": "2026-11-30T12:00:00+00:00"}
+        ]})
+        .to_string(),
+    );
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "plan",
+            "--pods",
+            p.to_str().unwrap(),
+            "--nodepool",
+            spot_pool.to_str().unwrap(),
+            "--output",
+            "json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        capstan(&a)
+    };
+    let out = run(args(&["--spot-prices", prices.to_str().unwrap()]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("estimates"));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let claims = v["nodeclaims"].as_array().unwrap();
+    assert!(!claims.is_empty(), "{v}");
+    assert!(v["unschedulable"].as_array().unwrap().is_empty(), "{v}");
+    for c in claims {
+        assert_eq!(c["capacity_type"], "spot", "{c}");
+        let priced = match (
+            c["instance_type"].as_str().unwrap(),
+            c["zone"].as_str().unwrap(),
+        ) {
+            ("m7i.large", "us-east-1b") => 0.02,
+            ("c7i.xlarge", "us-east-1c") => 0.03,
+            other => panic!("{other:?} has no price in the file"),
+        };
+        assert!(
+            (c["price_usd_per_hour"].as_f64().unwrap() - priced).abs() < 1e-9,
+            "{c}"
+        );
+    }
+    // Without the file: estimates, and the command says so.
+    let out = run(args(&[]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("spot prices are estimates"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["unschedulable"].as_array().unwrap().is_empty(), "{v}");
+    // A price that is not a number: exit 2, one line naming the file and the entry.
+    let bad = tmp(
+        "bad-spot-prices.json",
+        r#"{"SpotPriceHistory": [{"InstanceType": "m7i.large", "AvailabilityZone": "us-east-1b", "SpotPrice": "cheap", "Timestamp": "2026-11-30T12:00:00Z"}]}"#,
+    );
+    let out = run(args(&["--spot-prices", bad.to_str().unwrap()]));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("bad-spot-prices.json") && err.contains("SpotPriceHistory[0].SpotPrice"),
+        "{err}"
+    );
+}

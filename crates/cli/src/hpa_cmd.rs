@@ -131,6 +131,10 @@ struct ControllerInput {
     scale_up_limit_factor: Option<f64>,
     #[serde(default)]
     scale_up_limit_minimum: Option<f64>,
+    /// The cluster's feature gates, as kube-apiserver's `--feature-gates`: `HPAScaleToZero`
+    /// (alpha, off by default) is the one `hpa decide` reads.
+    #[serde(default)]
+    feature_gates: BTreeMap<String, bool>,
 }
 
 #[derive(Deserialize)]
@@ -204,7 +208,28 @@ fn convert(t: TickInput) -> Result<Tick, String> {
             t.current_replicas
         ));
     }
+    if let Some(g) = t
+        .controller
+        .feature_gates
+        .keys()
+        .find(|g| g.as_str() != "HPAScaleToZero")
+    {
+        return Err(format!(
+            "controller.featureGates.{g}: unrecognized feature gate (hpa decide reads HPAScaleToZero)"
+        ));
+    }
+    // minReplicas 0 is upstream's HPAScaleToZero: the API server refuses it unless the gate
+    // is on, and then only with an Object or External metric to scale from zero on.
     if spec.min_replicas.is_some_and(|m| m == 0) {
+        let gate = t
+            .controller
+            .feature_gates
+            .get("HPAScaleToZero")
+            .copied()
+            .unwrap_or(false);
+        if !gate {
+            return Err("spec.minReplicas: Invalid value: 0: must be greater than or equal to 1 (scaling to zero needs controller.featureGates.HPAScaleToZero: true)".into());
+        }
         let scalable = spec
             .metrics
             .iter()
@@ -212,7 +237,7 @@ fn convert(t: TickInput) -> Result<Tick, String> {
             .any(|m| m.type_ == "Object" || m.type_ == "External");
         if !scalable {
             return Err(
-                "spec.minReplicas: 0 is allowed only with at least one Object or External metric"
+                "spec.metrics: Forbidden: must specify at least one Object or External metric to support scaling to zero replicas"
                     .into(),
             );
         }
@@ -500,15 +525,22 @@ metrics:
             err.starts_with("t.yaml: tick 0: colour: unknown field `colour`"),
             "{err}"
         );
-        let err = read_ticks(
-            "t.yaml",
-            "spec: {maxReplicas: 3, minReplicas: 0}\ncurrentReplicas: 1\n",
-        )
-        .unwrap_err()
-        .to_string();
-        assert_eq!(
-            err,
-            "t.yaml: tick: spec.minReplicas: 0 is allowed only with at least one Object or External metric"
-        );
+        for (text, want) in [
+            (
+                "spec: {maxReplicas: 3, minReplicas: 0}\ncurrentReplicas: 1\n",
+                "t.yaml: tick: spec.minReplicas: Invalid value: 0: must be greater than or equal to 1 (scaling to zero needs controller.featureGates.HPAScaleToZero: true)",
+            ),
+            (
+                "spec: {maxReplicas: 3, minReplicas: 0}\ncurrentReplicas: 1\ncontroller: {featureGates: {HPAScaleToZero: true}}\n",
+                "t.yaml: tick: spec.metrics: Forbidden: must specify at least one Object or External metric to support scaling to zero replicas",
+            ),
+            (
+                "spec: {maxReplicas: 3}\ncurrentReplicas: 1\ncontroller: {featureGates: {ScaleToInfinity: true}}\n",
+                "t.yaml: tick: controller.featureGates.ScaleToInfinity: unrecognized feature gate (hpa decide reads HPAScaleToZero)",
+            ),
+        ] {
+            let err = read_ticks("t.yaml", text).unwrap_err().to_string();
+            assert_eq!(err, want);
+        }
     }
 }

@@ -7,4 +7,5 @@ pub mod hpa_cmd;
 pub mod input;
 pub mod plan_cmd;
 pub mod simulate_cmd;
+pub mod spot;
 pub mod table;

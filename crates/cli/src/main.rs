@@ -74,6 +74,10 @@ enum Command {
         /// Most of the plan's spot vCPU one pool (type × zone) may hold.
         #[arg(long = "spot-max-pool-share", default_value_t = 0.25)]
         spot_max_pool_share: f64,
+        /// Spot prices (`aws ec2 describe-spot-price-history --output json`); default:
+        /// estimates from the fake cloud's price model.
+        #[arg(long = "spot-prices")]
+        spot_prices: Option<String>,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -99,6 +103,10 @@ enum Command {
         /// Apply each round's commands and evaluate again until nothing changes.
         #[arg(long = "until-stable")]
         until_stable: bool,
+        /// Spot prices (`aws ec2 describe-spot-price-history --output json`); default:
+        /// estimates from the fake cloud's price model.
+        #[arg(long = "spot-prices")]
+        spot_prices: Option<String>,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -282,6 +290,10 @@ enum BenchCommand {
         /// Strategies to run; repeatable (default: all three).
         #[arg(long = "strategy")]
         strategies: Vec<String>,
+        /// Spot prices (`aws ec2 describe-spot-price-history --output json`); default:
+        /// estimates from the fake cloud's price model.
+        #[arg(long = "spot-prices")]
+        spot_prices: Option<String>,
         #[arg(long = "time-limit", default_value_t = 10.0)]
         time_limit: f64,
         #[arg(long, value_enum, default_value_t = Output::Table)]
@@ -516,6 +528,7 @@ fn plan(
     strategy_name: &str,
     time_limit: f64,
     spot_share: f64,
+    spot_prices: Option<&str>,
     output: Output,
 ) -> Result<()> {
     use capstan_cli::plan_cmd;
@@ -527,7 +540,8 @@ fn plan(
         ))
         .into());
     }
-    let catalog = input::catalog(catalog)?;
+    let mut catalog = input::catalog(catalog)?;
+    let spot = capstan_cli::spot::add(&mut catalog, spot_prices)?;
     let p = match (kubeconfig, pods) {
         (Some(kc), _) => {
             let live = capstan_cli::cluster_cmd::read_live(kc)?;
@@ -562,6 +576,7 @@ fn plan(
         time_limit_seconds: time_limit,
         spot_max_pool_share: spot_share,
     };
+    spot.report(&p.nodepools);
     let (r, ms) = plan_cmd::run(&p, &options)?;
     let v = plan_cmd::plan_json(&p, &r, ms);
     match output {
@@ -628,6 +643,7 @@ fn bench_packing(
     catalog: Option<&str>,
     strategies: &[String],
     time_limit: f64,
+    spot_prices: Option<&str>,
     output: Output,
 ) -> Result<()> {
     let strategies: Vec<capstan_pack::Strategy> = if strategies.is_empty() {
@@ -642,7 +658,10 @@ fn bench_packing(
             .map(|s| strategy(s))
             .collect::<Result<_>>()?
     };
-    let catalog = input::catalog(catalog)?;
+    let mut catalog = input::catalog(catalog)?;
+    // The recorded sets plan on the built-in pool (on-demand): spot prices matter only to a
+    // catalog or pool that offers spot, so no note is printed.
+    let _ = capstan_cli::spot::add(&mut catalog, spot_prices)?;
     let rows = capstan_cli::plan_cmd::bench_packing(sets, catalog, &strategies, time_limit)?;
     match output {
         Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&rows)?)),
@@ -820,11 +839,13 @@ fn consolidate(
     pdbs: &[String],
     now: Option<&str>,
     until_stable: bool,
+    spot_prices: Option<&str>,
     output: Output,
 ) -> Result<()> {
     use capstan_cli::consolidate_cmd as cc;
     let now = cc::now(now)?;
-    let catalog = input::catalog(catalog)?;
+    let mut catalog = input::catalog(catalog)?;
+    let spot = capstan_cli::spot::add(&mut catalog, spot_prices)?;
     let (pools, mut state, catalog) = match kubeconfig {
         Some(kc) => {
             let live = capstan_cli::cluster_cmd::read_live(kc)?;
@@ -851,6 +872,7 @@ fn consolidate(
             )
         }
     };
+    spot.report(&pools);
     let mut rounds = Vec::new();
     let mut evaluations = Vec::new();
     for round in 0..50 {
@@ -1083,6 +1105,7 @@ fn main() -> ExitCode {
             strategy,
             time_limit,
             spot_max_pool_share,
+            spot_prices,
             output,
         } => plan(
             pods.as_deref(),
@@ -1093,6 +1116,7 @@ fn main() -> ExitCode {
             &strategy,
             time_limit,
             spot_max_pool_share,
+            spot_prices.as_deref(),
             output,
         ),
         Command::Consolidate {
@@ -1103,6 +1127,7 @@ fn main() -> ExitCode {
             pdbs,
             now,
             until_stable,
+            spot_prices,
             output,
         } => consolidate(
             cluster.as_deref(),
@@ -1112,6 +1137,7 @@ fn main() -> ExitCode {
             &pdbs,
             now.as_deref(),
             until_stable,
+            spot_prices.as_deref(),
             output,
         ),
         Command::Bench { which } => match which {
@@ -1164,8 +1190,16 @@ fn main() -> ExitCode {
                 catalog,
                 strategies,
                 time_limit,
+                spot_prices,
                 output,
-            } => bench_packing(&sets, catalog.as_deref(), &strategies, time_limit, output),
+            } => bench_packing(
+                &sets,
+                catalog.as_deref(),
+                &strategies,
+                time_limit,
+                spot_prices.as_deref(),
+                output,
+            ),
         },
         Command::Hpa {
             which: HpaCommand::Decide { file, output },

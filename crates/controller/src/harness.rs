@@ -613,3 +613,157 @@ fn a_leader_resuming_from_a_freeze_starts_no_disruption_its_budget_no_longer_all
         );
     });
 }
+
+/// The fake cloud answering as EC2's CreateFleet does: one call is one capacity type, and spot
+/// is out. A request that allows spot gets InsufficientCapacity naming every spot offering it
+/// tried; after that the provider (as the AWS provider's own cache does) sends on-demand.
+#[derive(Clone)]
+struct SpotOut {
+    inner: FakeCloud,
+    spot_reported: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl capstan_cloud::CloudProvider for SpotOut {
+    async fn create(
+        &self,
+        request: &capstan_cloud::LaunchRequest,
+    ) -> Result<capstan_cloud::Instance, capstan_cloud::CloudError> {
+        use capstan_model::labels;
+        use std::sync::atomic::Ordering;
+        if !request.requirements.allows(labels::CAPACITY_TYPE, "spot") {
+            return self.inner.create(request).await;
+        }
+        if !self.spot_reported.swap(true, Ordering::SeqCst) {
+            let offerings = request
+                .instance_types
+                .iter()
+                .flat_map(|t| {
+                    self.inner
+                        .zones()
+                        .iter()
+                        .map(|z| capstan_cloud::OfferingKey {
+                            instance_type: t.clone(),
+                            zone: z.clone(),
+                            capacity_type: "spot".into(),
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            return Err(capstan_cloud::CloudError::InsufficientCapacity { offerings });
+        }
+        let mut on_demand = request.clone();
+        on_demand
+            .requirements
+            .add(capstan_model::Requirement::in_values(
+                labels::CAPACITY_TYPE,
+                ["on-demand"],
+            ));
+        self.inner.create(&on_demand).await
+    }
+    async fn delete(&self, provider_id: &str) -> Result<(), capstan_cloud::CloudError> {
+        self.inner.delete(provider_id).await
+    }
+    async fn get(
+        &self,
+        provider_id: &str,
+    ) -> Result<capstan_cloud::Instance, capstan_cloud::CloudError> {
+        self.inner.get(provider_id).await
+    }
+    async fn list(&self) -> Result<Vec<Arc<capstan_cloud::Instance>>, capstan_cloud::CloudError> {
+        self.inner.list().await
+    }
+    async fn instance_types(
+        &self,
+        nodepool: &NodePool,
+    ) -> Result<Vec<capstan_model::InstanceType>, capstan_cloud::CloudError> {
+        self.inner.instance_types(nodepool).await
+    }
+    async fn is_drifted(
+        &self,
+        instance: &capstan_cloud::Instance,
+    ) -> Result<Option<capstan_cloud::Drift>, capstan_cloud::CloudError> {
+        self.inner.is_drifted(instance).await
+    }
+    fn repair_policies(&self) -> Vec<capstan_cloud::RepairPolicy> {
+        self.inner.repair_policies()
+    }
+    async fn interruptions(
+        &self,
+    ) -> Result<Vec<capstan_cloud::InterruptionEvent>, capstan_cloud::CloudError> {
+        self.inner.interruptions().await
+    }
+    async fn ack_interruptions(
+        &self,
+        events: &[capstan_cloud::InterruptionEvent],
+    ) -> Result<(), capstan_cloud::CloudError> {
+        self.inner.ack_interruptions(events).await
+    }
+}
+
+#[test]
+fn spot_out_of_capacity_falls_back_to_on_demand_in_the_same_pass() {
+    block(async {
+        let clock = ManualClock::new();
+        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+        let inner = FakeCloud::new(
+            FakeCloudConfig::default(),
+            testkit::small_catalog(),
+            shared.clone(),
+        );
+        let cloud = SpotOut {
+            inner,
+            spot_reported: Default::default(),
+        };
+        let api = InMemoryApi::new(shared.clone());
+        // A Karpenter v1 pool that leaves the capacity type open: spot first, on-demand after.
+        api.put(Object::NodePool(Arc::new(pool(serde_json::json!({})))));
+        let mut a = Controller::new(
+            Arc::new(api.client("a")),
+            Arc::new(cloud.clone()),
+            shared.clone(),
+            Config {
+                identity: "a".into(),
+                batch_idle: 0.0,
+                validation_delay: 0.0,
+                ..Default::default()
+            },
+        );
+        let mut p = Pod {
+            namespace: "default".into(),
+            name: "web-1".into(),
+            uid: "uid-web-1".into(),
+            unschedulable: true,
+            ..Default::default()
+        };
+        p.requests.cpu = 500;
+        p.requests.memory = 1 << 30;
+        p.requests.pods = 1;
+        api.put(Object::Pod(Arc::new(p)));
+        let mut records = Vec::new();
+        for _ in 0..10 {
+            clock.advance(Duration::from_secs(1));
+            a.step().await;
+            records.extend(a.take_records());
+        }
+        let failed: Vec<f64> = records
+            .iter()
+            .filter(|r| matches!(r.action, Action::LaunchFailed { .. }))
+            .map(|r| r.at)
+            .collect();
+        let launched: Vec<(f64, String)> = records
+            .iter()
+            .filter_map(|r| match &r.action {
+                Action::Launched { capacity_type, .. } => Some((r.at, capacity_type.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failed.len(), 1, "one capacity error: {records:?}");
+        assert_eq!(launched.len(), 1, "{records:?}");
+        assert_eq!(launched[0].1, "on-demand");
+        assert_eq!(
+            launched[0].0, failed[0],
+            "the on-demand launch follows the spot error in the same pass"
+        );
+        assert_eq!(cloud.inner.live_instances(|i| i.count()), 1);
+    });
+}

@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
+/// Capacity errors one pass falls back from before it leaves the claim to the next pass.
+const MAX_FALLBACKS: usize = 4;
+
 /// Exponential backoff with "equal jitter": the delay for `attempts` is half fixed, half
 /// random (`r` in [0, 1)), within `base · 2^attempts` capped at `max` — so retries of many
 /// claims neither stampede nor stall.
@@ -95,22 +98,38 @@ impl Launcher {
         self.attempts.remove(claim);
     }
 
-    /// Launches the claim's instance if it is due and the rate limit allows.
+    /// Launches the claim's instance if it is due and the rate limit allows. Where the
+    /// offerings tried are out of capacity and others are left (on-demand after spot, another
+    /// zone or type), those are tried at once, in the same pass, not a loop period later.
     pub async fn launch<A: ClusterApi, C: CloudProvider>(
         &mut self,
         cx: &mut Ctx<'_, A, C>,
         now: f64,
         c: &NodeClaim,
     ) {
+        for _ in 0..MAX_FALLBACKS {
+            if !self.launch_once(cx, now, c).await {
+                return;
+            }
+        }
+    }
+
+    /// One launch attempt; true when it failed for capacity and other offerings are left.
+    async fn launch_once<A: ClusterApi, C: CloudProvider>(
+        &mut self,
+        cx: &mut Ctx<'_, A, C>,
+        now: f64,
+        c: &NodeClaim,
+    ) -> bool {
         let state = self.attempts.entry(c.name.clone()).or_default().clone();
         if now < state.next_at || self.limiter.check().is_err() {
-            return;
+            return false;
         }
         let types = launchable_types(c, cx.s.catalog.cached(), &cx.s.catalog);
         if types.is_empty() {
             self.abandon(cx, now, c, "every offering is out of capacity")
                 .await;
-            return;
+            return false;
         }
         let request = LaunchRequest {
             claim_name: c.name.clone(),
@@ -123,7 +142,7 @@ impl Launcher {
             node_class: c.node_class.clone(),
         };
         if !cx.may_act() {
-            return;
+            return false;
         }
         let launched = cx
             .cloud_call("nodeclaim.lifecycle", "Create", cx.cloud.create(&request))
@@ -202,6 +221,7 @@ impl Launcher {
                         retry_in: 0.0,
                     },
                 );
+                return !launchable_types(c, cx.s.catalog.cached(), &cx.s.catalog).is_empty();
             }
             Err(CloudError::Throttled { retry_after }) => {
                 let retry = secs(retry_after).max(0.1);
@@ -240,6 +260,7 @@ impl Launcher {
                 self.abandon(cx, now, c, &e.to_string()).await;
             }
         }
+        false
     }
 
     /// Gives up a claim that can never launch: it is deleted, and its pods go back to the

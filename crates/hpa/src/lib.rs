@@ -20,8 +20,10 @@ pub use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerSpec;
 
 use std::collections::BTreeMap;
 
-/// Kubernetes' zero time, as a relative instant.
-pub const ZERO_TIME: f64 = f64::NEG_INFINITY;
+/// Kubernetes' zero time (0001-01-01), as an instant relative to now: about 2,025 years ago.
+/// Finite, as Go's is: the zero time plus a delay is after the zero time, so a pod whose
+/// start and readiness transition are both unset has "never been ready".
+pub const ZERO_TIME: f64 = -63_900_000_000.0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {

@@ -515,7 +515,9 @@ fn group_pods(tick: &Tick, samples: &Aligned, cpu: bool) -> (Vec<Group>, usize, 
         .iter()
         .zip(samples.per_pod.iter())
         .map(|(p, sample)| {
-            let g = if p.deleting || matches!(p.phase, Phase::Failed | Phase::Succeeded) {
+            // As upstream: only deleting and Failed pods are ignored (a Succeeded pod is
+            // grouped like a Running one).
+            let g = if p.deleting || p.phase == Phase::Failed {
                 Group::Ignored
             } else if p.phase == Phase::Pending {
                 Group::Unready
@@ -713,9 +715,10 @@ fn plain_metric_replicas(
         }
         return Ok(((ratio * ready as f64).ceil() as i32, usage));
     }
-    // On a scale-down, missing pods use exactly the target; on a scale-up, nothing.
+    // On a scale-down, missing pods use exactly the target; on a scale-up, nothing; at a
+    // ratio of exactly 1 they are left out (upstream's `else if usageRatio > 1.0`).
     let mut all = kept;
-    if missing > 0 {
+    if missing > 0 && ratio != 1.0 {
         let fill = if ratio < 1.0 { target } else { 0 };
         all = (all.0 + missing, all.1 + fill * missing as i64);
     }

@@ -519,14 +519,17 @@ case!(
         }),
     4
 );
+// Upstream's groupPods ignores only deleting and Failed pods: a Succeeded pod's sample counts
+// like a Running one's. 11000m over 3000m of requests is 366%, 7.32 × 3 → 22, which the
+// scale-up limit caps at 2 × 3 (ignored, it would be 4).
 case!(
-    succeeded_pods_are_ignored,
+    succeeded_pods_count_like_running_ones,
     B::new(3, vec![util("cpu", 50)])
         .cpu(&[Some(1000), Some(1000), Some(9000)])
         .with(|t| {
             t.pods[2].phase = Phase::Succeeded;
         }),
-    4
+    6
 );
 case!(
     pods_being_deleted_are_ignored,
@@ -642,6 +645,25 @@ case!(
         );
     }),
     8
+);
+// Upstream fills missing pods only when the ratio is not exactly 1 (`else if usageRatio >
+// 1.0`): 3 pods at the target and one without a sample keep the count. Filling it with 0 would
+// read 0.75 and scale down to 3.
+case!(
+    a_pods_metric_at_exactly_the_target_leaves_missing_pods_out,
+    B::new(4, vec![pods_metric("rps", "10")]).with(|t| {
+        t.metrics.pods.insert(
+            "rps".into(),
+            [
+                ("p0".to_string(), 10_000),
+                ("p1".to_string(), 10_000),
+                ("p2".to_string(), 10_000),
+            ]
+            .into_iter()
+            .collect(),
+        );
+    }),
+    4
 );
 case!(
     a_pods_metric_ignores_readiness,

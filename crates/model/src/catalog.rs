@@ -353,13 +353,11 @@ fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String,
         Some(list) => {
             let mut out = Vec::with_capacity(list.len());
             for (j, o) in list.into_iter().enumerate() {
-                if o.capacity_type != labels::CAPACITY_SPOT
-                    && o.capacity_type != labels::CAPACITY_ON_DEMAND
-                {
+                if !labels::CAPACITY_TYPES.contains(&o.capacity_type.as_str()) {
                     return Err((
                         format!("offerings[{j}].capacity_type"),
                         format!(
-                            "must be \"spot\" or \"on-demand\", got {:?}",
+                            "must be \"reserved\", \"spot\" or \"on-demand\", got {:?}",
                             o.capacity_type
                         ),
                     ));
@@ -531,11 +529,13 @@ mod tests {
 
     #[test]
     fn a_bad_offering_names_its_field() {
-        let err = load(r#"{"instance_types":[{"name":"x.large","arch":"amd64","vcpu":2,"memory_mib":4096,"max_pods":10,"offerings":[{"zone":"a","capacity_type":"reserved","price_usd_per_hour":1}]}]}"#).unwrap_err();
+        let err = load(r#"{"instance_types":[{"name":"x.large","arch":"amd64","vcpu":2,"memory_mib":4096,"max_pods":10,"offerings":[{"zone":"a","capacity_type":"dedicated","price_usd_per_hour":1}]}]}"#).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "instance_types[0].offerings[0].capacity_type: must be \"spot\" or \"on-demand\", got \"reserved\""
+            "instance_types[0].offerings[0].capacity_type: must be \"reserved\", \"spot\" or \"on-demand\", got \"dedicated\""
         );
+        let c = load(r#"{"instance_types":[{"name":"x.large","arch":"amd64","vcpu":2,"memory_mib":4096,"max_pods":10,"offerings":[{"zone":"a","capacity_type":"reserved","price_usd_per_hour":0}]}]}"#).unwrap();
+        assert_eq!(c.instance_types[0].offerings[0].capacity_type, "reserved");
     }
 
     #[test]

@@ -47,6 +47,11 @@ pub const DO_NOT_DISRUPT: &str = "capstan.dev/do-not-disrupt";
 
 pub const CAPACITY_SPOT: &str = "spot";
 pub const CAPACITY_ON_DEMAND: &str = "on-demand";
+/// Capacity reserved ahead (an On-Demand Capacity Reservation): paid for whether used or not.
+pub const CAPACITY_RESERVED: &str = "reserved";
+/// Capacity types in Karpenter's order of preference where a request allows several:
+/// reserved, then spot, then on-demand.
+pub const CAPACITY_TYPES: [&str; 3] = [CAPACITY_RESERVED, CAPACITY_SPOT, CAPACITY_ON_DEMAND];
 
 /// Label keys instance types define (Karpenter's well-known labels, AWS's included). A pod
 /// may require them even when a NodePool says nothing about them: the instance types narrow

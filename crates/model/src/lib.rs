@@ -80,8 +80,8 @@ mod fixture_tests {
         );
         assert!(p.requirements.allows(labels::ARCH, "arm64"));
         assert!(
-            p.requirements.allows(labels::OS, "linux"),
-            "os gets the default"
+            p.requirements.allows(labels::OS, "windows") && !p.requirements.has_key(labels::OS),
+            "os is left open, as in Karpenter v1"
         );
         assert!(
             p.requirements.allows("billing-team", "my-team"),

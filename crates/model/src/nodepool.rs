@@ -292,8 +292,9 @@ pub fn compile_requirements(
     Ok(out)
 }
 
-/// What the defaults add when a NodePool says nothing about a key (Karpenter's AWS provider
-/// does the same): amd64, linux, on-demand.
+/// The requirements of the built-in NodePool ([`NodePool::default_pool`]): amd64, linux,
+/// on-demand. A NodePool file gets none of them: as in Karpenter v1, a key it leaves open
+/// allows every value (spot before on-demand where both are allowed).
 pub fn default_requirements() -> Requirements {
     [
         Requirement::in_values(labels::ARCH, ["amd64"]),
@@ -337,11 +338,6 @@ impl NodePool {
         let tspec = &spec.template.spec;
         let mut requirements =
             compile_requirements(&tspec.requirements, "spec.template.spec.requirements")?;
-        for d in default_requirements().iter() {
-            if !requirements.has_key(&d.key) {
-                requirements.add(d.clone());
-            }
-        }
         let mut tlabels = BTreeMap::new();
         if let Some(m) = &spec.template.metadata {
             for (k, v) in &m.labels {
@@ -456,11 +452,16 @@ impl NodePool {
         })
     }
 
-    /// The NodePool capstan uses when none is given: amd64, linux, on-demand.
+    /// The NodePool capstan uses when none is given: amd64, linux, on-demand
+    /// ([`default_requirements`]).
     pub fn default_pool() -> NodePool {
+        let requirements: Vec<serde_json::Value> = default_requirements()
+            .iter()
+            .map(|r| serde_json::json!({"key": r.key, "operator": "In", "values": r.values()}))
+            .collect();
         let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
             "apiVersion": API_VERSION, "kind": "NodePool", "metadata": {"name": "default"},
-            "spec": {"template": {"spec": {"requirements": []}}}
+            "spec": {"template": {"spec": {"requirements": requirements}}}
         }))
         .expect("built-in NodePool is valid");
         NodePool::compile(&obj).expect("built-in NodePool compiles")
@@ -736,8 +737,30 @@ mod tests {
     }
 
     #[test]
-    fn a_nodepool_without_arch_os_or_capacity_type_gets_the_defaults() {
+    fn a_nodepool_file_without_arch_os_or_capacity_type_allows_every_value() {
+        let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": KARPENTER_API_VERSION, "kind": "NodePool", "metadata": {"name": "open"},
+            "spec": {"template": {"spec": {"requirements": []}}}
+        }))
+        .unwrap();
+        let p = NodePool::compile(&obj).unwrap();
+        for (key, value) in [
+            (labels::ARCH, "amd64"),
+            (labels::ARCH, "arm64"),
+            (labels::OS, "linux"),
+            (labels::OS, "windows"),
+            (labels::CAPACITY_TYPE, "spot"),
+            (labels::CAPACITY_TYPE, "on-demand"),
+        ] {
+            assert!(p.requirements.allows(key, value), "{key}={value}");
+            assert!(!p.requirements.has_key(key), "{key} is not defaulted");
+        }
+    }
+
+    #[test]
+    fn the_built_in_nodepool_is_amd64_linux_on_demand() {
         let p = NodePool::default_pool();
+        assert!(!p.requirements.allows(labels::OS, "windows"));
         assert!(p.requirements.allows(labels::ARCH, "amd64"));
         assert!(!p.requirements.allows(labels::ARCH, "arm64"));
         assert!(p.requirements.allows(labels::CAPACITY_TYPE, "on-demand"));

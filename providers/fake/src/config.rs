@@ -257,11 +257,11 @@ impl FakeCloudConfig {
             );
         }
         for (i, p) in self.capacity.pools.iter().enumerate() {
-            if p.capacity_type != "spot" && p.capacity_type != "on-demand" {
+            if !capstan_model::labels::CAPACITY_TYPES.contains(&p.capacity_type.as_str()) {
                 return err(
                     &format!("capacity.pools[{i}].capacityType"),
                     format!(
-                        "must be \"spot\" or \"on-demand\", got {:?}",
+                        "must be \"reserved\", \"spot\" or \"on-demand\", got {:?}",
                         p.capacity_type
                     ),
                 );

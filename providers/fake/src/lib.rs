@@ -26,7 +26,7 @@ use capstan_cloud::{
     Clock, CloudError, CloudProvider, Drift, Instance, InstanceState, InterruptionEvent,
     LaunchRequest, OfferingKey, RepairPolicy,
 };
-use capstan_model::labels::{self, CAPACITY_ON_DEMAND, CAPACITY_SPOT};
+use capstan_model::labels::{self, CAPACITY_ON_DEMAND, CAPACITY_RESERVED, CAPACITY_SPOT};
 use capstan_model::{Catalog, InstanceType, NodePool, Offering, Requirements};
 use governor::Quota;
 use std::collections::{BTreeMap, HashMap};
@@ -257,7 +257,20 @@ impl FakeCloud {
         Some(od * frac)
     }
 
-    fn price(&self, key: &OfferingKey, at: Duration) -> Option<f64> {
+    fn price(&self, st: &State, key: &OfferingKey, at: Duration) -> Option<f64> {
+        if key.capacity_type == CAPACITY_RESERVED {
+            // Only where a reservation is configured. It is paid for already: priced as
+            // Karpenter prices reserved offerings, a ten-millionth of on-demand, which keeps
+            // the types' order.
+            if !st.capacity.contains_key(key) {
+                return None;
+            }
+            return self
+                .inner
+                .od_price
+                .get(&key.instance_type)
+                .map(|p| p / 10_000_000.0);
+        }
         if key.capacity_type == CAPACITY_SPOT {
             if !self.inner.config.spot.enabled {
                 return None;
@@ -460,11 +473,12 @@ impl FakeCloud {
                 ),
             });
         }
-        // Every allowed offering, cheapest first (spot before on-demand at equal price).
-        let mut candidates: Vec<(f64, usize, OfferingKey)> = Vec::new();
+        // Every allowed offering: reserved, then spot, then on-demand where the request allows
+        // several (as Karpenter launches), cheapest first within a capacity type.
+        let mut candidates: Vec<(usize, f64, usize, OfferingKey)> = Vec::new();
         for (rank, t) in req.instance_types.iter().enumerate() {
             for zone in &self.inner.zones {
-                for ct in [CAPACITY_SPOT, CAPACITY_ON_DEMAND] {
+                for (ct_rank, ct) in labels::CAPACITY_TYPES.into_iter().enumerate() {
                     if !req.requirements.allows(labels::ZONE, zone)
                         || !req.requirements.allows(labels::CAPACITY_TYPE, ct)
                     {
@@ -475,8 +489,8 @@ impl FakeCloud {
                         zone: zone.clone(),
                         capacity_type: ct.to_string(),
                     };
-                    if let Some(p) = self.price(&key, now) {
-                        candidates.push((p, rank, key));
+                    if let Some(p) = self.price(&st, &key, now) {
+                        candidates.push((ct_rank, p, rank, key));
                     }
                 }
             }
@@ -490,13 +504,18 @@ impl FakeCloud {
                 ),
             });
         }
-        candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        candidates.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then(a.1.total_cmp(&b.1))
+                .then(a.2.cmp(&b.2))
+                .then(a.3.cmp(&b.3))
+        });
         let chosen = candidates
             .iter()
-            .find(|(_, _, k)| st.used.get(k).copied().unwrap_or(0) < self.pool_capacity(&st, k));
-        let Some((price, _, key)) = chosen.cloned() else {
+            .find(|(_, _, _, k)| st.used.get(k).copied().unwrap_or(0) < self.pool_capacity(&st, k));
+        let Some((_, price, _, key)) = chosen.cloned() else {
             return Err(CloudError::InsufficientCapacity {
-                offerings: candidates.into_iter().map(|(_, _, k)| k).collect(),
+                offerings: candidates.into_iter().map(|(_, _, _, k)| k).collect(),
             });
         };
         *st.used.entry(key.clone()).or_insert(0) += 1;
@@ -614,14 +633,14 @@ impl FakeCloud {
                     .inner
                     .zones
                     .iter()
-                    .flat_map(|z| [CAPACITY_ON_DEMAND, CAPACITY_SPOT].map(|ct| (z.clone(), ct)))
+                    .flat_map(|z| labels::CAPACITY_TYPES.map(|ct| (z.clone(), ct)))
                     .filter_map(|(zone, ct)| {
                         let key = OfferingKey {
                             instance_type: t.name.clone(),
                             zone: zone.clone(),
                             capacity_type: ct.to_string(),
                         };
-                        let price = self.price(&key, now)?;
+                        let price = self.price(&st, &key, now)?;
                         let available =
                             st.used.get(&key).copied().unwrap_or(0) < self.pool_capacity(&st, &key);
                         Some(Offering {

@@ -123,6 +123,56 @@ fn an_exhausted_pool_falls_through_to_the_next_offering() {
 }
 
 #[test]
+fn spot_is_launched_before_a_cheaper_on_demand_offering_when_both_are_allowed() {
+    let (c, _) = cloud(1);
+    for z in c.zones().to_vec() {
+        c.set_capacity(key("m7i.large", &z, "spot"), 0);
+    }
+    // m7i.large on demand ($0.1008) is cheaper than m7i.2xlarge on spot (at least a quarter
+    // of $0.4032), but Karpenter and EC2 take spot first where the request allows both.
+    let i = block_on(c.create(&request("a", &["m7i.large", "m7i.2xlarge"]))).unwrap();
+    assert_eq!(
+        (i.instance_type.as_str(), i.capacity_type.as_str()),
+        ("m7i.2xlarge", "spot")
+    );
+    // With no spot left, the same call falls back to on-demand.
+    for z in c.zones().to_vec() {
+        c.set_capacity(key("m7i.2xlarge", &z, "spot"), 0);
+    }
+    let i = block_on(c.create(&request("b", &["m7i.large", "m7i.2xlarge"]))).unwrap();
+    assert_eq!(
+        (i.instance_type.as_str(), i.capacity_type.as_str()),
+        ("m7i.large", "on-demand")
+    );
+}
+
+#[test]
+fn a_reservation_is_used_before_spot_and_when_it_is_full_spot_follows() {
+    let (c, _) = cloud(1);
+    // One reserved m7i.xlarge in us-east-1c: dearer than m7i.large on spot, taken first.
+    c.set_capacity(key("m7i.xlarge", "us-east-1c", "reserved"), 1);
+    let types = block_on(c.instance_types(&NodePool::default_pool())).unwrap();
+    let reserved: Vec<&Offering> = types
+        .iter()
+        .flat_map(|t| t.offerings.iter())
+        .filter(|o| o.capacity_type == "reserved")
+        .collect();
+    assert_eq!(reserved.len(), 1, "offered only where reserved");
+    let i = block_on(c.create(&request("a", &["m7i.large", "m7i.xlarge"]))).unwrap();
+    assert_eq!(
+        (
+            i.instance_type.as_str(),
+            i.zone.as_str(),
+            i.capacity_type.as_str()
+        ),
+        ("m7i.xlarge", "us-east-1c", "reserved")
+    );
+    assert_eq!(i.labels[labels::CAPACITY_TYPE], "reserved");
+    let i = block_on(c.create(&request("b", &["m7i.large", "m7i.xlarge"]))).unwrap();
+    assert_eq!(i.capacity_type, "spot", "the reservation is full");
+}
+
+#[test]
 fn offerings_at_capacity_are_reported_unavailable() {
     let (c, _) = cloud(1);
     c.set_capacity(key("m7i.large", "us-east-1b", "spot"), 0);

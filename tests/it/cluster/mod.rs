@@ -511,8 +511,15 @@ impl Cluster {
         );
     }
 
-    /// The fake node class and a NodePool over `types` (a YAML list's items).
+    /// The fake node class and a NodePool over `types` (a YAML list's items), on-demand
+    /// unless `extra_spec` says otherwise: a NodePool that leaves the capacity type open goes
+    /// spot (as in Karpenter v1), whose fake prices drift and are not the catalog's.
     pub fn pool(&self, types: &str, extra_spec: &str) {
+        let capacity = if extra_spec.contains("capacity-type") {
+            ""
+        } else {
+            "      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n"
+        };
         self.apply(&format!(
             r#"
 apiVersion: capstan.dev/v1
@@ -529,7 +536,7 @@ spec:
       nodeClassRef: {{group: capstan.dev, kind: FakeNodeClass, name: default}}
       requirements:
       - {{key: node.kubernetes.io/instance-type, operator: In, values: [{types}]}}
-{extra_spec}
+{capacity}{extra_spec}
 "#
         ));
     }
