@@ -594,3 +594,67 @@ fn a_spot_only_nodepool_plans_on_the_spot_price_file_or_on_estimates_it_names() 
         "{err}"
     );
 }
+
+/// A node Karpenter launched that is registered but not yet initialized (its NodeClaim not
+/// Initialized, the node NotReady with its startup taint) takes pending pods as it will be,
+/// as Karpenter's scheduler counts it; an initialized node with the same taints does not.
+#[test]
+fn plan_counts_a_node_still_coming_up_without_its_startup_and_not_ready_taints() {
+    let snapshot = |initialized: bool| {
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-0-2", "labels": {
+            "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "us-east-1a",
+            "node.kubernetes.io/instance-type": "m7i.xlarge", "karpenter.sh/nodepool": "default"}},
+            "spec": {"providerID": "aws:///us-east-1a/i-0abc", "taints": [
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                {"key": "example.com/agent-not-ready", "value": "true", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "3920m", "memory": "14Gi", "pods": "58"},
+                       "conditions": [{"type": "Ready", "status": "False"}]}});
+        let mut conditions = vec![
+            json!({"type": "Launched", "status": "True", "reason": "Launched", "lastTransitionTime": "2026-12-01T10:00:00Z"}),
+            json!({"type": "Registered", "status": "True", "reason": "Registered", "lastTransitionTime": "2026-12-01T10:00:30Z"}),
+        ];
+        if initialized {
+            conditions.push(json!({"type": "Initialized", "status": "True", "reason": "Initialized", "lastTransitionTime": "2026-12-01T10:01:00Z"}));
+        }
+        let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-abc12", "labels": {"karpenter.sh/nodepool": "default",
+                "node.kubernetes.io/instance-type": "m7i.xlarge"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7i.xlarge"]}],
+                "startupTaints": [{"key": "example.com/agent-not-ready", "value": "true", "effect": "NoSchedule"}]},
+            "status": {"providerID": "aws:///us-east-1a/i-0abc", "nodeName": "ip-10-0-0-2", "conditions": conditions}});
+        let name = format!("coming-up-{initialized}.json");
+        tmp(
+            &name,
+            &json!({"apiVersion": "v1", "kind": "List", "items": [node, claim]}).to_string(),
+        )
+    };
+    let p = tmp(
+        "coming-up-pods.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": [pod("web-1", "1", "1Gi", None)]})
+            .to_string(),
+    );
+    let plan = |cluster: &std::path::Path| -> Value {
+        let out = capstan(&[
+            "plan",
+            "--pods",
+            p.to_str().unwrap(),
+            "--cluster",
+            cluster.to_str().unwrap(),
+            "--output",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = plan(&snapshot(false));
+    assert_eq!(v["existing"][0]["node"], "ip-10-0-0-2", "{v:#}");
+    assert!(v["nodeclaims"].as_array().unwrap().is_empty(), "{v:#}");
+    let v = plan(&snapshot(true));
+    assert!(v["existing"].as_array().unwrap().is_empty(), "{v:#}");
+    assert_eq!(v["nodeclaims"].as_array().unwrap().len(), 1, "{v:#}");
+}

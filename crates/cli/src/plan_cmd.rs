@@ -114,8 +114,17 @@ pub fn read_cluster(
             .status
             .as_ref()
             .and_then(|s| s.node_name.as_ref())
-            .is_some_and(|n| !n.is_empty());
-        if registered {
+            .filter(|n| !n.is_empty());
+        if let Some(node) = registered {
+            // A node still coming up takes pods as it will be once initialized, as in
+            // Karpenter: without its ephemeral and startup taints.
+            let claim = capstan_model::NodeClaim::from_object(&nc, 0.0)
+                .map_err(|e| InputError(format!("{path}: nodeclaim {}: {e}", nc.metadata.name)))?;
+            if !claim.status.initialized() && !claim.deleting() {
+                if let Some(n) = snap.nodes.iter_mut().find(|n| &n.name == node) {
+                    *n = n.before_initialization(&claim.startup_taints);
+                }
+            }
             continue;
         }
         let labels: std::collections::BTreeMap<String, String> = nc

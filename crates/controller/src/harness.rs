@@ -767,3 +767,47 @@ fn spot_out_of_capacity_falls_back_to_on_demand_in_the_same_pass() {
         assert_eq!(cloud.inner.live_instances(|i| i.count()), 1);
     });
 }
+
+#[test]
+fn a_registered_node_not_yet_initialized_takes_a_new_pending_pod_instead_of_a_new_node() {
+    block(async {
+        // The node keeps its startup taint (no agent removes it): registered, never
+        // initialized. Karpenter schedules onto such a node as it will be, without its
+        // startup and ephemeral taints.
+        let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {
+                "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7i.large"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+                "startupTaints": [{"key": "example.com/agent-not-ready", "effect": "NoSchedule"}]}}}
+        }))
+        .unwrap();
+        let mut w = World::new(NodePool::compile_fail_closed(&obj).unwrap());
+        w.pending("web-1");
+        w.run_a(12).await;
+        let claims = w.claims();
+        assert_eq!(claims.len(), 1);
+        assert!(
+            claims[0].status.registered() && !claims[0].status.initialized(),
+            "{:?}",
+            claims[0].status
+        );
+        let node = &w.nodes()[0];
+        assert!(
+            node.taints
+                .iter()
+                .any(|t| t.key == "example.com/agent-not-ready"),
+            "{:?}",
+            node.taints
+        );
+        w.pending("web-2");
+        w.run_a(20).await;
+        assert_eq!(
+            w.claims().len(),
+            1,
+            "web-2 (500m) waits for the m7i.large coming up: {:?}",
+            w.claims().iter().map(|c| &c.name).collect::<Vec<_>>()
+        );
+    });
+}

@@ -5,8 +5,8 @@
 //!   NodePool template hash, and capstan's termination finalizer; then the
 //!   `karpenter.sh/unregistered` taint comes off and the claim is Registered. A claim whose
 //!   node has not appeared within `registration_ttl` is replaced.
-//! - **Initialize**: once the node is Ready and its startup taints are gone, the claim is
-//!   Initialized (and may be disrupted).
+//! - **Initialize**: once the node is Ready and its startup taints are gone, it is labelled
+//!   `karpenter.sh/initialized=true` and the claim is Initialized (and may be disrupted).
 
 use crate::Action;
 use crate::api::{ClusterApi, EventType, Kind, MetaPatch, TaintChange, Write};
@@ -19,10 +19,21 @@ use capstan_model::labels::{self, UNREGISTERED_TAINT};
 use capstan_model::nodepool::TEMPLATE_HASH_VERSION;
 use capstan_model::{Node, NodeClaim, NodePool, Taint};
 
-/// The metadata a node needs to be adopted for `claim`: labels it lacks (both spellings),
-/// the template hash, and the finalizer. Empty when it has all of them.
+/// The metadata a node needs to be adopted for `claim`: labels it lacks (both spellings, and
+/// Karpenter's `karpenter.sh/registered`), the template hash, and the finalizer. Empty when
+/// it has all of them.
 pub fn adoption_patch(node: &Node, claim: &NodeClaim, pool: Option<&NodePool>) -> MetaPatch {
     let mut patch = MetaPatch::default();
+    if node
+        .labels
+        .get(labels::REGISTERED_LABEL)
+        .map(String::as_str)
+        != Some("true")
+    {
+        patch
+            .labels
+            .insert(labels::REGISTERED_LABEL.into(), Some("true".into()));
+    }
     for (k, v) in &claim.labels {
         if node.labels.get(k) != Some(v) {
             patch.labels.insert(k.clone(), Some(v.clone()));
@@ -176,6 +187,30 @@ pub(crate) async fn initialize<A: ClusterApi, C: CloudProvider>(
     if !initialized(node, c) {
         return;
     }
+    let node_name = node.name.clone();
+    if node
+        .labels
+        .get(labels::INITIALIZED_LABEL)
+        .map(String::as_str)
+        != Some("true")
+    {
+        let Some(meta) = cx.cache().node_meta(&node_name).cloned() else {
+            return;
+        };
+        let mut patch = MetaPatch::default();
+        patch
+            .labels
+            .insert(labels::INITIALIZED_LABEL.into(), Some("true".into()));
+        let w = Write::Meta {
+            kind: Kind::Node,
+            name: node_name,
+            rv: meta.resource_version,
+            patch,
+        };
+        if cx.write(w).await.is_err() {
+            return;
+        }
+    }
     let mut status = c.status.clone();
     status.initialized_at = Some(now);
     if cx.claim_status(&c.name, status).await {
@@ -227,6 +262,7 @@ mod tests {
         assert_eq!(p.labels[labels::NODEPOOL], Some("default".into()));
         assert_eq!(p.labels[labels::KARPENTER_NODEPOOL], Some("default".into()));
         assert_eq!(p.labels["team"], Some("a".into()));
+        assert_eq!(p.labels[labels::REGISTERED_LABEL], Some("true".into()));
         assert_eq!(p.annotations[NODEPOOL_HASH], Some(template_hash(&pool)));
         assert_eq!(
             p.annotations[NODEPOOL_HASH_VERSION].as_deref(),
@@ -249,6 +285,8 @@ mod tests {
             .insert(NODEPOOL_HASH.into(), template_hash(&pool));
         node.annotations
             .insert(NODEPOOL_HASH_VERSION.into(), TEMPLATE_HASH_VERSION.into());
+        node.labels
+            .insert(labels::REGISTERED_LABEL.into(), "true".into());
         assert!(adoption_patch(&node, &c, Some(&pool)).is_empty());
     }
 

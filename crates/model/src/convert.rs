@@ -41,7 +41,37 @@ pub struct Node {
 /// Pods a node takes when its allocatable says nothing about pods (the kubelet's default).
 pub const DEFAULT_MAX_PODS: i64 = 110;
 
+/// Taints a node carries while it comes up, by key and effect: the node lifecycle
+/// controller's not-ready and unreachable, the external cloud provider's uninitialized, and
+/// Karpenter's unregistered (Karpenter's `KnownEphemeralTaints`).
+pub const EPHEMERAL_TAINTS: [(&str, Effect); 4] = [
+    ("node.kubernetes.io/not-ready", Effect::NoSchedule),
+    ("node.kubernetes.io/unreachable", Effect::NoSchedule),
+    (
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        Effect::NoSchedule,
+    ),
+    (crate::labels::UNREGISTERED_TAINT, Effect::NoExecute),
+];
+
 impl Node {
+    /// The node as the provisioner's scheduler sees it while it is not initialized: without
+    /// the ephemeral taints ([`EPHEMERAL_TAINTS`]) and its NodeClaim's `startup` taints, which
+    /// go as it comes up (Karpenter's `StateNode.Taints`). Pending pods that fit wait for it
+    /// rather than get another node bought for them.
+    pub fn before_initialization(&self, startup: &[Taint]) -> Node {
+        let mut n = self.clone();
+        n.taints.retain(|t| {
+            !EPHEMERAL_TAINTS
+                .iter()
+                .any(|(k, e)| t.key == *k && t.effect == *e)
+                && !startup
+                    .iter()
+                    .any(|s| s.key == t.key && s.value == t.value && s.effect == t.effect)
+        });
+        n
+    }
+
     /// How many pods the node takes: its allocatable `pods`, or the kubelet's default.
     pub fn max_pods(&self) -> i64 {
         if self.allocatable.pods == 0 {
@@ -795,6 +825,57 @@ pub fn node(n: &core::Node) -> Result<Node, FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_before_initialization_loses_its_ephemeral_and_startup_taints_only() {
+        let t = |key: &str, value: &str, effect: Effect| Taint {
+            key: key.into(),
+            value: value.into(),
+            effect,
+        };
+        let startup = [t("example.com/agent", "starting", Effect::NoSchedule)];
+        // (taint, kept)
+        let cases = [
+            (
+                t("node.kubernetes.io/not-ready", "", Effect::NoSchedule),
+                false,
+            ),
+            (
+                t("node.kubernetes.io/not-ready", "", Effect::NoExecute),
+                true,
+            ),
+            (
+                t("node.kubernetes.io/unreachable", "", Effect::NoSchedule),
+                false,
+            ),
+            (
+                t(
+                    "node.cloudprovider.kubernetes.io/uninitialized",
+                    "true",
+                    Effect::NoSchedule,
+                ),
+                false,
+            ),
+            (t("karpenter.sh/unregistered", "", Effect::NoExecute), false),
+            (
+                t("example.com/agent", "starting", Effect::NoSchedule),
+                false,
+            ),
+            (t("example.com/agent", "other", Effect::NoSchedule), true),
+            (t("dedicated", "gpu", Effect::NoSchedule), true),
+        ];
+        for (taint, kept) in cases {
+            let n = Node {
+                taints: vec![taint.clone()],
+                ..Default::default()
+            };
+            assert_eq!(
+                n.before_initialization(&startup).taints.len() == 1,
+                kept,
+                "{taint:?}"
+            );
+        }
+    }
 
     fn pod_from(json: serde_json::Value) -> Result<Pod, FieldError> {
         let p: core::Pod = serde_json::from_value(json).unwrap();

@@ -34,6 +34,12 @@ pub const INSTANCE_TENANCY: &str = "capstan.dev/instance-tenancy";
 pub const INSTANCE_CAPABILITY_FLEX: &str = "capstan.dev/instance-capability-flex";
 pub const ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
+/// Node label Karpenter (and capstan) sets to `"true"` once the node is registered.
+pub const REGISTERED_LABEL: &str = "karpenter.sh/registered";
+/// Node label Karpenter (and capstan) sets to `"true"` once the node is initialized: Ready,
+/// its startup taints gone.
+pub const INITIALIZED_LABEL: &str = "karpenter.sh/initialized";
+
 /// Taint a node carries from registration until capstan has adopted it (Karpenter's key).
 pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
 
