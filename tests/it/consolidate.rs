@@ -263,3 +263,50 @@ fn until_stable_names_replacements_inside_a_command_and_as_nodes_in_later_rounds
     assert!(replaced >= 1, "some round replaced a node: {v:#}");
     assert!(rounds.len() >= 3, "{v:#}");
 }
+
+/// `karpenter.sh/do-not-disrupt: "30m"` protects the pod's node for 30 minutes from the pod's
+/// start (Karpenter's grace period), then consolidation may take it.
+#[test]
+fn a_do_not_disrupt_duration_blocks_consolidation_until_it_has_passed_since_the_pod_started() {
+    let mut p = pod("web-1", "a", "1", "web");
+    p["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "30m"});
+    p["status"]["startTime"] = json!("2026-11-30T09:00:00Z");
+    let c = write(
+        "grace.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": [node("a", "m7i.2xlarge", "7910m", "29Gi"), p]}),
+    );
+    let np = write(
+        "grace-np.json",
+        &json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}},
+                 "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m", "budgets": [{"nodes": "100%"}]}}}),
+    );
+    let at = |now: &str| -> Value {
+        let out = run(&[
+            "consolidate",
+            "--cluster",
+            &c,
+            "--nodepool",
+            &np,
+            "--now",
+            now,
+            "--output",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = at("2026-11-30T09:15:00Z");
+    assert!(v["commands"].as_array().unwrap().is_empty(), "{v:#}");
+    assert_eq!(
+        v["blocked"][0]["reason"],
+        "pod default/web-1 has do-not-disrupt for 30m, 900 s more"
+    );
+    let v = at("2026-11-30T09:45:00Z");
+    assert_eq!(v["commands"].as_array().unwrap().len(), 1, "{v:#}");
+    assert_eq!(v["commands"][0]["candidates"][0], "a", "{v:#}");
+}

@@ -500,13 +500,8 @@ impl<'a> Engine<'a> {
             return Some("node annotated do-not-disrupt".into());
         }
         for &p in &self.pods_on[node] {
-            let pod = &self.input.pods[p];
-            if pod
-                .annotations
-                .get(DO_NOT_DISRUPT)
-                .is_some_and(|v| v == "true")
-            {
-                return Some(format!("pod {} has do-not-disrupt", pod.key()));
+            if let Some(why) = self.input.pods[p].do_not_disrupt(self.input.now) {
+                return Some(why);
             }
         }
         self.pdb_block(self.movable_pods(node))

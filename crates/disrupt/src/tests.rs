@@ -357,9 +357,22 @@ fn do_not_disrupt_pods_and_pdbs_block_voluntary_disruption() {
     let nodes = [node("big", "m7i.4xlarge", 5.0, &t)];
     let mut p = pod("p1", "big", 500, 1024);
     p.annotations.insert(DO_NOT_DISRUPT.into(), "true".into());
-    let r = eval(&nodes, &[p], &[], &[pool(json!({}))], &t);
+    let r = eval(&nodes, &[p.clone()], &[], &[pool(json!({}))], &t);
     assert!(r.commands.is_empty());
     assert_eq!(r.blocked[0].reason, "pod default/p1 has do-not-disrupt");
+    // A duration protects from the pod's start until it has passed (Karpenter's grace period).
+    p.annotations.insert(DO_NOT_DISRUPT.into(), "30m".into());
+    p.started = Some(NOW - 600.0);
+    let r = eval(&nodes, &[p.clone()], &[], &[pool(json!({}))], &t);
+    assert!(r.commands.is_empty());
+    assert_eq!(
+        r.blocked[0].reason,
+        "pod default/p1 has do-not-disrupt for 30m, 1200 s more"
+    );
+    p.started = Some(NOW - 2400.0);
+    let r = eval(&nodes, &[p.clone()], &[], &[pool(json!({}))], &t);
+    assert_eq!(r.commands.len(), 1, "the grace period is over: {r:?}");
+    p.annotations.insert(DO_NOT_DISRUPT.into(), "true".into());
     let pdb = Pdb {
         namespace: "default".into(),
         name: "web-pdb".into(),

@@ -487,6 +487,11 @@ pub fn pod(p: &core::Pod, warnings: &mut Vec<String>) -> Result<Pod, FieldError>
         .creation_timestamp
         .as_ref()
         .and_then(|t| crate::time::parse_rfc3339(&t.0.to_string()));
+    out.started = p
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .and_then(|t| crate::time::parse_rfc3339(&t.0.to_string()));
     out.owner_kind = owner.map(|o| o.kind.clone());
     out.owner_name = owner.map(|o| o.name.clone());
     Ok(out)

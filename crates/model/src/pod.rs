@@ -171,12 +171,44 @@ pub struct Pod {
     pub deletion_deadline: Option<f64>,
     /// Unix seconds of `metadata.creationTimestamp` (pod startup latency counts from it).
     pub created: Option<f64>,
+    /// Unix seconds of `status.startTime`: when the kubelet took the pod.
+    pub started: Option<f64>,
 }
 
 /// kube-scheduler's name, the `spec.schedulerName` of a pod that names none.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 impl Pod {
+    /// Why the pod's `do-not-disrupt` annotation blocks a voluntary disruption at `now`
+    /// (unix seconds), if it does. `"true"` blocks; a Go duration (`"30m"`) blocks from the
+    /// pod's start (its creation, before it has started) until the duration has passed, as
+    /// Karpenter reads it; `"false"` does not block; any other value blocks (fail closed)
+    /// and says so.
+    pub fn do_not_disrupt(&self, now: f64) -> Option<String> {
+        let v = self.annotations.get(crate::labels::DO_NOT_DISRUPT)?;
+        match v.as_str() {
+            "true" => Some(format!("pod {} has do-not-disrupt", self.key())),
+            "false" => None,
+            d => match crate::time::parse_duration(d) {
+                Ok(Some(secs)) => {
+                    let from = self.started.or(self.created).unwrap_or(now);
+                    let until = from + secs as f64;
+                    (now < until).then(|| {
+                        format!(
+                            "pod {} has do-not-disrupt for {d}, {:.0} s more",
+                            self.key(),
+                            until - now
+                        )
+                    })
+                }
+                _ => Some(format!(
+                    "pod {} has do-not-disrupt {d:?}, neither \"true\" nor a duration: it blocks",
+                    self.key()
+                )),
+            },
+        }
+    }
+
     /// `namespace/name`, as contracts print pods.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
@@ -256,6 +288,42 @@ pub fn effective_requests(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn do_not_disrupt_blocks_for_true_for_its_duration_from_the_start_and_for_garbage() {
+        let now = 10_000.0;
+        // (value, started, created, blocks)
+        let cases = [
+            ("true", None, None, true),
+            ("false", None, None, false),
+            ("30m", Some(now - 600.0), Some(now - 900.0), true),
+            ("30m", Some(now - 2400.0), None, false),
+            ("30m", None, Some(now - 600.0), true),
+            ("30m", None, Some(now - 1800.0), false),
+            ("1h30m", Some(now - 3600.0), None, true),
+            ("30m", None, None, true),
+            ("soon", None, None, true),
+            ("", None, None, true),
+        ];
+        for (v, started, created, blocks) in cases {
+            let mut p = Pod {
+                namespace: "default".into(),
+                name: "p".into(),
+                started,
+                created,
+                ..Default::default()
+            };
+            p.annotations
+                .insert(crate::labels::DO_NOT_DISRUPT.into(), v.into());
+            assert_eq!(
+                p.do_not_disrupt(now).is_some(),
+                blocks,
+                "{v:?} {started:?} {created:?}: {:?}",
+                p.do_not_disrupt(now)
+            );
+        }
+        assert_eq!(Pod::default().do_not_disrupt(now), None);
+    }
 
     fn r(cpu: i64, mem_mib: i64) -> Resources {
         Resources {
