@@ -17,11 +17,10 @@ use std::time::Duration;
 /// Where the spot prices a command planned with came from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SpotPrices {
-    /// `--spot-prices FILE`: this many pools priced, and the instance types the file names
-    /// that the catalog lacks (their prices are not used).
+    /// `--spot-prices FILE`, and the instance types the file names that the catalog lacks
+    /// (their prices are not used).
     File {
         path: String,
-        pools: usize,
         unknown_types: Vec<String>,
     },
     /// The fake cloud's model: estimates.
@@ -46,7 +45,6 @@ impl SpotPrices {
             SpotPrices::File {
                 path,
                 unknown_types,
-                ..
             } => {
                 if !unknown_types.is_empty() {
                     tracing::warn!(
@@ -124,7 +122,6 @@ pub fn from_text(catalog: &mut Catalog, path: &str, text: &str) -> Result<SpotPr
             newest.insert(key, (at, price));
         }
     }
-    let mut pools = 0;
     let mut unknown: Vec<String> = Vec::new();
     let mut by_type: BTreeMap<&str, Vec<(&str, f64)>> = BTreeMap::new();
     for ((t, z), (_, p)) in &newest {
@@ -137,7 +134,6 @@ pub fn from_text(catalog: &mut Catalog, path: &str, text: &str) -> Result<SpotPr
         };
         let offerings = &mut t.offerings;
         for (zone, price) in zones {
-            pools += 1;
             match offerings
                 .iter_mut()
                 .find(|o| o.capacity_type == CAPACITY_SPOT && o.zone == zone)
@@ -154,7 +150,6 @@ pub fn from_text(catalog: &mut Catalog, path: &str, text: &str) -> Result<SpotPr
     }
     Ok(SpotPrices::File {
         path: path.to_string(),
-        pools,
         unknown_types: unknown,
     })
 }
