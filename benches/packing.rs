@@ -17,6 +17,8 @@ fn packing(c: &mut Criterion) {
         "memory-heavy",
         "gpu-inference",
         "large-5200",
+        "prod-cpu-1100",
+        "prod-gpu-2000",
     ] {
         let pending = read_pods(&format!("{dir}/{set}.json")).expect("recorded set loads");
         let p = PlanInput {

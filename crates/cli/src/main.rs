@@ -673,17 +673,21 @@ fn bench_packing(
                         r.set.clone(),
                         r.strategy.clone(),
                         r.pods.to_string(),
+                        r.shapes.to_string(),
                         r.nodes.to_string(),
                         fixed(r.price_usd_per_hour, 4),
                         fixed(r.lower_bound_usd_per_hour, 4),
                         fixed(r.ratio_to_bound, 4),
+                        fixed(r.gap, 4),
                         format!("{:.1}", r.solve_ms),
+                        format!("{:.0}", r.peak_rss_mib),
                     ]
                 })
                 .collect();
             emit(&table::render(
                 &[
-                    "SET", "STRATEGY", "PODS", "NODES", "$/HOUR", "BOUND", "RATIO", "MS",
+                    "SET", "STRATEGY", "PODS", "SHAPES", "NODES", "$/HOUR", "BOUND", "RATIO",
+                    "GAP", "MS", "PEAK MIB",
                 ],
                 &cells,
             ))

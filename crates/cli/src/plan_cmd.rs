@@ -220,9 +220,7 @@ pub fn plan_json(p: &PlanInput, r: &PackResult, solve_ms: f64) -> Value {
         "lower_bound_usd_per_hour": round(r.lower_bound, 6),
         "solve_ms": round(solve_ms, 3),
     });
-    if let Some(g) = r.gap {
-        v["gap"] = json!(round(g, 6));
-    }
+    v["gap"] = json!(round(r.gap, 6));
     v
 }
 
@@ -256,13 +254,17 @@ pub struct PackingRow {
     pub set: String,
     pub strategy: String,
     pub pods: usize,
+    /// Distinct resource requests among the pods.
+    pub shapes: usize,
     pub nodes: usize,
     pub price_usd_per_hour: f64,
     pub lower_bound_usd_per_hour: f64,
     pub ratio_to_bound: f64,
+    /// (price − bound) / price, or 0 when `optimal` proved its plan optimal.
+    pub gap: f64,
     pub solve_ms: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gap: Option<f64>,
+    /// Peak resident memory of the process while this row was planned (Linux; 0 elsewhere).
+    pub peak_rss_mib: f64,
     pub unschedulable: usize,
 }
 
@@ -300,7 +302,14 @@ pub fn bench_packing(
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
+        let shapes = p
+            .pending
+            .iter()
+            .map(|pod| pod.requests.to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         for &s in strategies {
+            reset_peak_rss();
             let options = PackOptions {
                 strategy: s,
                 time_limit_seconds: time_limit,
@@ -312,6 +321,7 @@ pub fn bench_packing(
                 set: set.clone(),
                 strategy: s.name().into(),
                 pods: p.pending.len(),
+                shapes,
                 nodes: r.plan.new_claims.len(),
                 price_usd_per_hour: round(r.total_price, 4),
                 lower_bound_usd_per_hour: round(r.lower_bound, 4),
@@ -321,10 +331,29 @@ pub fn bench_packing(
                     1.0
                 },
                 solve_ms: round(ms, 1),
-                gap: r.gap.map(|g| round(g, 4)),
+                peak_rss_mib: round(peak_rss_mib(), 1),
+                gap: round(r.gap, 4),
                 unschedulable: r.plan.unschedulable.len(),
             });
         }
     }
     Ok(rows)
+}
+
+/// Starts a new peak-memory measurement (Linux: writing 5 to clear_refs resets VmHWM).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The process's peak resident memory since the last reset, in MiB (0 where unknown).
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
 }

@@ -349,6 +349,13 @@ pub(crate) fn dual_prices(
 /// capacity, and every pending pod with the same node requirements and tolerations (so any pod
 /// may share any node). `None` otherwise.
 pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
+    config_bound_in(input, &crate::config::Ctx::new(&|| false))
+}
+
+pub(crate) fn config_bound_in(
+    input: &SolveInput<'_>,
+    ctx: &crate::config::Ctx<'_>,
+) -> Result<Option<f64>, PackError> {
     let snap = input.snapshot;
     if input.nodepools.len() != 1
         || !snap.nodes.is_empty()
@@ -403,14 +410,20 @@ pub fn config_bound(input: &SolveInput<'_>) -> Result<Option<f64>, PackError> {
     if shapes.is_empty() {
         return Ok(Some(0.0));
     }
-    Ok(Some(
-        crate::config::solve(&shapes, &types, Vec::new())?.bound,
-    ))
+    Ok(Some(ctx.config_lp(&shapes, &types)?.bound))
 }
 
 /// The bound for a plan: over the pods it places (an unschedulable pod costs nothing), the
 /// larger of the aggregate bound and, where it applies, the configuration bound.
 pub fn plan_bound(input: &SolveInput<'_>, plan: &capstan_sched::Plan) -> Result<f64, PackError> {
+    plan_bound_in(input, plan, &crate::config::Ctx::new(&|| false))
+}
+
+pub(crate) fn plan_bound_in(
+    input: &SolveInput<'_>,
+    plan: &capstan_sched::Plan,
+    ctx: &crate::config::Ctx<'_>,
+) -> Result<f64, PackError> {
     let unschedulable: BTreeSet<usize> = plan.unschedulable.iter().map(|u| u.pod).collect();
     let placed: Vec<std::sync::Arc<Pod>> = input
         .pending
@@ -424,7 +437,7 @@ pub fn plan_bound(input: &SolveInput<'_>, plan: &capstan_sched::Plan) -> Result<
         ..*input
     };
     let aggregate = lower_bound(&sub)?;
-    Ok(match config_bound(&sub)? {
+    Ok(match config_bound_in(&sub, ctx)? {
         Some(b) => aggregate.max(b),
         None => aggregate,
     })

@@ -16,14 +16,14 @@ use good_lp::{
 };
 
 /// Pods with equal requests: their demand vector and count.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Shape {
     pub req: Vec<i64>,
     pub n: i64,
 }
 
 /// A node type: capacity vector (same dimensions as shapes) and price.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct NodeType {
     pub cap: Vec<i64>,
     pub price: f64,
@@ -43,8 +43,55 @@ pub(crate) struct ConfigLp {
     pub duals: Vec<f64>,
 }
 
+/// Search nodes one exact pricing knapsack may take before its LP relaxation settles it.
+/// What one packing run shares: the caller's "should stop" check (the crate reads no clock) and
+/// the configuration LPs already solved, since the bound and the packer ask for the same one.
+pub(crate) struct Ctx<'a> {
+    pub stop: &'a dyn Fn() -> bool,
+    solved: std::cell::RefCell<Vec<(Vec<Shape>, Vec<NodeType>, ConfigLp)>>,
+}
+
+impl<'a> Ctx<'a> {
+    pub(crate) fn new(stop: &'a dyn Fn() -> bool) -> Ctx<'a> {
+        Ctx {
+            stop,
+            solved: Default::default(),
+        }
+    }
+
+    /// [`solve`], once per distinct problem.
+    pub(crate) fn config_lp(
+        &self,
+        shapes: &[Shape],
+        types: &[NodeType],
+    ) -> Result<ConfigLp, PackError> {
+        if let Some((_, _, lp)) = self
+            .solved
+            .borrow()
+            .iter()
+            .find(|(s, t, _)| s == shapes && t == types)
+        {
+            return Ok(lp.clone());
+        }
+        let lp = solve(shapes, types, Vec::new(), self.stop)?;
+        self.solved
+            .borrow_mut()
+            .push((shapes.to_vec(), types.to_vec(), lp.clone()));
+        Ok(lp)
+    }
+}
+
 const NODE_LIMIT: usize = 200_000;
-const MAX_ITERATIONS: usize = 60;
+/// Search nodes one quick pricing knapsack may take: enough to find an improving pattern when
+/// there is an obvious one, so most iterations never pay for an exact search.
+const QUICK_NODE_LIMIT: usize = 2_000;
+const MAX_ITERATIONS: usize = 200;
+/// Search nodes all pricing knapsacks of one column generation may take together (about a
+/// second here): past it the best bound so far stands, with its gap. A count, not a clock, so a
+/// plan does not depend on the machine.
+const WORK_BUDGET: usize = 5_000_000;
+/// Column generation stops once the master's value is within this share of a proven bound.
+const GAP_TARGET: f64 = 2e-4;
 
 fn fits(cap: &[i64], used: &[i64], req: &[i64], k: i64) -> bool {
     cap.iter()
@@ -186,7 +233,8 @@ pub(crate) fn knapsack(
     shapes: &[Shape],
     values: &[f64],
     threshold: f64,
-) -> (f64, Vec<i64>, bool, f64) {
+    node_limit: usize,
+) -> (f64, Vec<i64>, bool, f64, usize) {
     let dims = cap.len();
     let order = branch_order(cap, shapes, values, false);
     let surrogates = Surrogates::new(cap, shapes, values, &order);
@@ -212,13 +260,14 @@ pub(crate) fn knapsack(
         nodes: &mut usize,
         bound: &dyn Fn(usize, &[i64]) -> f64,
         threshold: f64,
+        node_limit: usize,
     ) {
         *nodes += 1;
         if value > *best_value {
             *best_value = value;
             best_counts.clone_from(counts);
         }
-        if i == order.len() || *nodes > NODE_LIMIT {
+        if i == order.len() || *nodes > node_limit {
             return;
         }
         let rem: Vec<i64> = cap.iter().zip(used.iter()).map(|(c, u)| c - u).collect();
@@ -246,12 +295,13 @@ pub(crate) fn knapsack(
                 nodes,
                 bound,
                 threshold,
+                node_limit,
             );
             for (u, r) in used.iter_mut().zip(&shapes[s].req) {
                 *u -= r * k;
             }
             counts[s] = 0;
-            if *nodes > NODE_LIMIT {
+            if *nodes > node_limit {
                 return;
             }
         }
@@ -270,15 +320,16 @@ pub(crate) fn knapsack(
         &mut nodes,
         &bound,
         threshold,
+        node_limit,
     );
-    let exact = nodes <= NODE_LIMIT;
+    let exact = nodes <= node_limit;
     // A finished search knows the maximum exactly (up to the threshold it pruned against).
     let ub = if exact {
         best_value.max(threshold.min(root_bound))
     } else {
         root_bound.max(best_value)
     };
-    (best_value, best_counts, exact, ub)
+    (best_value, best_counts, exact, ub, nodes)
 }
 
 /// The LP relaxation of one pricing knapsack: an upper bound on any pattern's value.
@@ -382,6 +433,7 @@ pub(crate) fn solve(
     shapes: &[Shape],
     types: &[NodeType],
     seed_columns: Vec<(usize, Vec<i64>)>,
+    stop: &dyn Fn() -> bool,
 ) -> Result<ConfigLp, PackError> {
     let mut columns = seed_columns;
     // Single-shape columns: for every shape, its five cheapest-per-pod types.
@@ -415,38 +467,61 @@ pub(crate) fn solve(
     let mut exact = false;
     let mut pi;
     let mut obj;
-    let mut ratio_ub: f64;
+    // The best of the Farley bounds met on the way: each is valid on its own.
+    let mut best_bound = 0.0f64;
+    // Farley's bound needs every type's value-to-price ratio; a free type has none.
+    let any_free = types.iter().any(|t| t.price <= 0.0);
     let mut iterations = 0;
+    // Quick pricing first; a search cut short there proves nothing, so when quick pricing finds
+    // no column the next round prices exactly.
+    let mut quick = true;
+    let mut work = 0usize;
     loop {
         (pi, obj) = duals(shapes, types, &columns)?;
         iterations += 1;
+        let limit = if quick { QUICK_NODE_LIMIT } else { NODE_LIMIT };
+        let limit = limit
+            .min(WORK_BUDGET.saturating_sub(work) / types.len().max(1))
+            .max(100);
         let mut all_exact = true;
-        ratio_ub = 1.0;
+        let mut ratio_ub = 1.0f64;
         let mut found: Vec<(f64, usize, Vec<i64>)> = Vec::new();
         for (t, ty) in types.iter().enumerate() {
-            let (value, counts, was_exact, mut ub) =
-                knapsack(&ty.cap, shapes, &pi, ty.price * (1.0 + 1e-7));
-            if !was_exact && ub > ty.price * (1.0 + 1e-7) {
+            let (value, counts, was_exact, mut ub, nodes) =
+                knapsack(&ty.cap, shapes, &pi, ty.price * (1.0 + 1e-7), limit);
+            work += nodes;
+            if !quick && !was_exact && ub > ty.price * (1.0 + 1e-7) {
                 // The search was cut short: the knapsack's LP relaxation settles it.
                 ub = ub.min(knapsack_lp(&ty.cap, shapes, &pi)?);
             }
             all_exact &= was_exact || ub <= ty.price * (1.0 + 1e-7);
-
             if ty.price > 0.0 {
                 ratio_ub = ratio_ub.max(ub / ty.price);
             }
-
             if value > ty.price * (1.0 + 1e-7) + 1e-9 {
                 found.push((value / ty.price.max(1e-12), t, counts));
             }
         }
-        if found.is_empty() {
+        if !any_free {
+            best_bound = best_bound.max(obj / ratio_ub);
+        }
+        if found.is_empty() && (!quick || all_exact) {
             exact = all_exact;
             break;
         }
-        if iterations >= MAX_ITERATIONS {
+        // Close enough: the restricted master's value is within the target of a proven bound.
+        if obj - best_bound <= GAP_TARGET * obj
+            || iterations >= MAX_ITERATIONS
+            || work >= WORK_BUDGET
+            || stop()
+        {
             break;
         }
+        if found.is_empty() {
+            quick = false;
+            continue;
+        }
+        quick = true;
         found.sort_by(|a, b| b.0.total_cmp(&a.0));
         for (_, t, c) in found.into_iter().take(20) {
             if !columns.iter().any(|(ct, cc)| *ct == t && *cc == c) {
@@ -454,15 +529,7 @@ pub(crate) fn solve(
             }
         }
     }
-    // Farley's bound needs every type's value-to-price ratio; a free type has none.
-    let any_free = types.iter().any(|t| t.price <= 0.0);
-    let bound = if exact {
-        obj
-    } else if any_free {
-        0.0
-    } else {
-        obj / ratio_ub.max(1.0)
-    };
+    let bound = if exact { obj } else { best_bound.min(obj) };
     let z = primal(shapes, types, &columns)?;
     Ok(ConfigLp {
         bound,
@@ -488,7 +555,7 @@ mod tests {
             cap: vec![1000],
             price: 1.0,
         }];
-        let lp = solve(&shapes, &types, Vec::new()).unwrap();
+        let lp = solve(&shapes, &types, Vec::new(), &|| false).unwrap();
         assert!(lp.exact);
         assert!((lp.bound - 4.0).abs() < 1e-6, "{}", lp.bound);
     }
@@ -505,7 +572,7 @@ mod tests {
                 n: 10,
             },
         ];
-        let (v, c, exact, _) = knapsack(&[8, 8], &shapes, &[1.0, 1.0], 0.0);
+        let (v, c, exact, _, _) = knapsack(&[8, 8], &shapes, &[1.0, 1.0], 0.0, NODE_LIMIT);
         assert!(exact);
         assert_eq!(v, 4.0);
         assert_eq!(c.iter().sum::<i64>(), 4);
@@ -527,7 +594,7 @@ mod tests {
             cap: vec![8, 8],
             price: 1.0,
         }];
-        let lp = solve(&shapes, &types, Vec::new()).unwrap();
+        let lp = solve(&shapes, &types, Vec::new(), &|| false).unwrap();
         assert!(lp.exact);
         assert!((lp.bound - 2.0).abs() < 1e-6, "{}", lp.bound);
     }

@@ -264,6 +264,7 @@ pub(crate) fn solve(
     class: &Class,
     time_limit: f64,
     heuristic: Vec<PackedNode>,
+    ctx: &config::Ctx<'_>,
 ) -> Result<(Vec<PackedNode>, f64), PackError> {
     let pods = input.pending;
     let ub: f64 = heuristic.iter().map(|n| class.cands[n.cand].price).sum();
@@ -290,7 +291,7 @@ pub(crate) fn solve(
             0.0
         }
     };
-    let lp = config::solve(&shapes, &types, Vec::new())?;
+    let lp = ctx.config_lp(&shapes, &types)?;
     if !lp.exact {
         return Ok((heuristic, gap_of(ub, lp.bound)));
     }

@@ -54,7 +54,11 @@ fn fit_count(cap: &[i64], used: &[i64], req: &[i64]) -> i64 {
     k.max(0)
 }
 
-pub(crate) fn pack(input: &SolveInput<'_>, class: &Class) -> Result<Vec<PackedNode>, PackError> {
+pub(crate) fn pack(
+    input: &SolveInput<'_>,
+    class: &Class,
+    ctx: &config::Ctx<'_>,
+) -> Result<Vec<PackedNode>, PackError> {
     let pods = input.pending;
     let (dims, groups, demand) = shape_groups(pods, class.pods.iter().copied());
     let nd = nondominated(&class.cands, &dims);
@@ -77,7 +81,7 @@ pub(crate) fn pack(input: &SolveInput<'_>, class: &Class) -> Result<Vec<PackedNo
         })
         .collect();
     // The configuration LP's columns and shape prices; resource duals if it fails.
-    let cg = config::solve(&cfg_shapes, &node_types, Vec::new()).ok();
+    let cg = ctx.config_lp(&cfg_shapes, &node_types).ok();
     let resource_duals = match &cg {
         Some(_) => None,
         None => Some(dual_prices(&nd_cands, &demand)?),

@@ -82,15 +82,16 @@ pub enum PackError {
     Solver(String),
 }
 
-/// A plan with its price, its lower bound and (for `optimal`) its gap.
+/// A plan with its price, its lower bound and its certified gap.
 #[derive(Clone, Debug)]
 pub struct PackResult {
     pub strategy: Strategy,
     pub plan: Plan,
     pub total_price: f64,
     pub lower_bound: f64,
-    /// `optimal` only: (price − best bound) / price; 0 when proven optimal.
-    pub gap: Option<f64>,
+    /// How far the plan may be from the optimum: (price − lower bound) / price, or 0 when
+    /// `optimal` proved the plan optimal by search.
+    pub gap: f64,
 }
 
 /// Which pending pods the packer may move between new nodes, and the topology keys whose
@@ -390,6 +391,18 @@ fn min_values_ok(input: &SolveInput<'_>, claims: &[NewClaim]) -> bool {
 
 /// Plans with the chosen strategy.
 pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, PackError> {
+    pack_until(input, options, &|| false)
+}
+
+/// [`pack`], returning the best plan found so far once `stop` says so (the caller's deadline:
+/// this crate reads no clock). Without a stop, every limit is a count of work, so the same
+/// input gives the same plan on any machine.
+pub fn pack_until(
+    input: SolveInput<'_>,
+    options: &PackOptions,
+    stop: &dyn Fn() -> bool,
+) -> Result<PackResult, PackError> {
+    let ctx = config::Ctx::new(stop);
     let order = if options.strategy == Strategy::KarpenterFfd {
         ClaimOrder::FewestPodsFirst
     } else {
@@ -403,7 +416,7 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
         },
     );
     // The bound covers the pods a plan places (unschedulable pods cost nothing).
-    let lower_bound = bound::plan_bound(&input, &base)?;
+    let lower_bound = bound::plan_bound_in(&input, &base, &ctx)?;
     if options.strategy == Strategy::KarpenterFfd {
         let total_price = base.new_price();
         return Ok(PackResult {
@@ -411,7 +424,7 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
             plan: base,
             total_price,
             lower_bound,
-            gap: None,
+            gap: gap_to(total_price, lower_bound),
         });
     }
     let movable = movable(&input);
@@ -425,13 +438,13 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
     for class in &classes {
         let nodes = match options.strategy {
             Strategy::Optimal => {
-                let heuristic = greedy::pack(&input, class)?;
+                let heuristic = greedy::pack(&input, class, &ctx)?;
                 let (nodes, g) =
-                    exact::solve(&input, class, options.time_limit_seconds, heuristic)?;
+                    exact::solve(&input, class, options.time_limit_seconds, heuristic, &ctx)?;
                 proven &= g <= 0.0;
                 nodes
             }
-            _ => greedy::pack(&input, class)?,
+            _ => greedy::pack(&input, class, &ctx)?,
         };
         let claims = claims_for(&input, class, &nodes, &mut seq);
         let mut back: Vec<usize> = claims.iter().flat_map(|c| c.pods.iter().copied()).collect();
@@ -464,15 +477,11 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
     spot::diversify(&input, &mut plan, options.spot_max_pool_share);
     let total_price = plan.new_price();
     proven &= (total_price - before_spot).abs() < 1e-9;
-    let gap = (options.strategy == Strategy::Optimal).then(|| {
-        if proven {
-            0.0
-        } else if total_price > 0.0 {
-            ((total_price - lower_bound) / total_price).max(0.0)
-        } else {
-            0.0
-        }
-    });
+    let gap = if proven && options.strategy == Strategy::Optimal {
+        0.0
+    } else {
+        gap_to(total_price, lower_bound)
+    };
     Ok(PackResult {
         strategy: options.strategy,
         plan,
@@ -480,6 +489,15 @@ pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, 
         lower_bound,
         gap,
     })
+}
+
+/// The certified gap of a plan of this price against a proven lower bound.
+fn gap_to(price: f64, bound: f64) -> f64 {
+    if price > 0.0 {
+        ((price - bound) / price).max(0.0)
+    } else {
+        0.0
+    }
 }
 
 /// After pods left a claim, move it to the cheapest option that still holds what remains.

@@ -286,7 +286,7 @@ fn optimal_proves_its_plan_on_a_small_set() {
         &[NodePool::default_pool()],
         Strategy::Optimal,
     );
-    assert_eq!(r.gap, Some(0.0));
+    assert_eq!(r.gap, 0.0);
     let d = run(
         &pods,
         &types,
@@ -464,6 +464,86 @@ mod properties {
     }
 }
 
+/// GPU and large types of the shared catalog, for sets shaped like production GPU clusters.
+const GPU_AND_LARGE: &[&str] = &[
+    "m7i.large",
+    "m7i.4xlarge",
+    "r7i.8xlarge",
+    "m7i.48xlarge",
+    "r7i.24xlarge",
+    "g4dn.xlarge",
+    "g4dn.12xlarge",
+    "g4dn.metal",
+    "g5.2xlarge",
+    "g5.12xlarge",
+    "g5.48xlarge",
+    "g6.xlarge",
+    "g6.12xlarge",
+    "g6.48xlarge",
+    "p4d.24xlarge",
+];
+
+mod production_shapes {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    /// The shapes of benches/data's production sets (1–8 GPUs with CPU and memory per GPU
+    /// varying several-fold, CPU pods from 100m, shapes only the largest types hold) in
+    /// heavy-tailed counts: every invariant holds for every strategy.
+    #[test]
+    fn plans_of_production_shaped_sets_keep_the_invariants() {
+        let types = catalog(GPU_AND_LARGE);
+        let mut runner = TestRunner::new_with_rng(
+            Config {
+                cases: 12,
+                failure_persistence: None,
+                ..Config::default()
+            },
+            TestRng::from_seed(RngAlgorithm::ChaCha, &[19; 32]),
+        );
+        // (gpus: 0 or 1/2/4/8, cpu per unit, memory MiB per unit, pods of this shape)
+        let shape = (
+            prop::sample::select(vec![0i64, 0, 0, 1, 1, 2, 4, 8]),
+            100i64..22_000,
+            256i64..90_000,
+            1usize..40,
+        );
+        runner
+            .run(&prop::collection::vec(shape, 1..12), |shapes| {
+                let mut pods = Vec::new();
+                for (k, &(g, cpu, mem, n)) in shapes.iter().enumerate() {
+                    let units = g.max(1);
+                    let cpu = (cpu * units).min(180_000);
+                    let mem = (mem * units).min(700_000);
+                    for i in 0..n {
+                        let name = format!("s{k}-{i}");
+                        pods.push(if g > 0 {
+                            pod(
+                                &name,
+                                cpu,
+                                mem,
+                                json!({"gpu": g}),
+                                json!({"app": format!("s{k}")}),
+                            )
+                        } else {
+                            plain(&name, cpu, mem)
+                        });
+                    }
+                }
+                for s in [
+                    super::Strategy::KarpenterFfd,
+                    super::Strategy::Default,
+                    super::Strategy::Optimal,
+                ] {
+                    run(&pods, &types, &[NodePool::default_pool()], s);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}
+
 fn run_with(
     pods: &[Pod],
     types: &[InstanceType],
@@ -500,6 +580,36 @@ fn run_with(
     assert!(
         seen.iter().all(|&n| n == 1),
         "each pod exactly once: {seen:?}"
+    );
+    let mut price = 0.0;
+    for c in &r.plan.new_claims {
+        let t = &types[c.offering.instance_type];
+        let mut used = capstan_model::Resources::new();
+        for &p in &c.pods {
+            used.add(&shared[p].requests);
+        }
+        // Daemonset overhead comes on top (pools here select every daemonset's node).
+        for d in daemonsets {
+            used.add(&d.requests);
+        }
+        used.pods += daemonsets.len() as i64;
+        let mut cap = t.allocatable.clone();
+        if cap.ephemeral_storage == 0 {
+            used.ephemeral_storage = 0;
+        }
+        cap.ephemeral_storage = cap.ephemeral_storage.max(used.ephemeral_storage);
+        assert!(
+            used.fits_in(&cap),
+            "{} holds what it was given: {used} in {}",
+            t.name,
+            t.allocatable
+        );
+        price += c.offering.price;
+    }
+    assert!(
+        (price - r.total_price).abs() < 1e-6,
+        "the price is the sum of the offerings: {price} vs {}",
+        r.total_price
     );
     assert!(
         r.total_price >= r.lower_bound - 1e-6,
@@ -591,8 +701,7 @@ fn optimal_does_not_claim_a_proof_it_does_not_have() {
         r.total_price
     );
     assert_eq!(
-        r.gap,
-        Some(0.0),
+        r.gap, 0.0,
         "two nodes are optimal: 1.3 CPU never fits one node"
     );
 }

@@ -53,11 +53,18 @@ enum Reject {
     Topology(usize),
     MissingTopologyLabel(String),
     Resources(Shortfall),
+    /// The pod's requests do not fit what the slot has left (the shortfall is worked out only
+    /// when a message needs it: most refusals are just the next slot's turn).
+    NoRoom,
     Taint(Taint),
     HostPort(i32),
     Requirement(Incompatible),
     NoInstanceType,
-    MinValues { key: String, have: usize, need: u32 },
+    MinValues {
+        key: String,
+        have: usize,
+        need: u32,
+    },
     Closed,
 }
 
@@ -733,16 +740,7 @@ impl<'a> Solver<'a> {
             return Err(Reject::Closed);
         }
         if !sum_fits(&slot.used, &pod.requests, &slot.max) {
-            return Err(Reject::Resources(
-                slot.used
-                    .plus(&pod.requests)
-                    .shortfall(&slot.max)
-                    .unwrap_or(Shortfall {
-                        resource: "resources".into(),
-                        requested: 0,
-                        available: 0,
-                    }),
-            ));
+            return Err(Reject::NoRoom);
         }
         self.topo.host_ok(&topo.host, s).map_err(Reject::Topology)?;
         let is_new = matches!(slot.kind, SlotKind::New { .. });
@@ -969,6 +967,19 @@ impl<'a> Solver<'a> {
                     open.closed = false;
                     self.fit(s, &open, pod, reqs, topo, tolerate_prefer)
                         .map(|_| ())
+                        .map_err(|r| match r {
+                            Reject::NoRoom => Reject::Resources(
+                                open.used
+                                    .plus(&pod.requests)
+                                    .shortfall(&open.max)
+                                    .unwrap_or(Shortfall {
+                                        resource: "resources".into(),
+                                        requested: 0,
+                                        available: 0,
+                                    }),
+                            ),
+                            other => other,
+                        })
                 };
                 if let Err(r) = r {
                     let text = match &r {
@@ -1005,7 +1016,7 @@ impl<'a> Solver<'a> {
                     Some(slot) => {
                         match self.fit(self.slots.len(), &slot, pod, reqs, topo, tolerate_prefer) {
                             Ok(_) => "fits, but lost to an earlier pod's choice".into(),
-                            Err(Reject::NoInstanceType | Reject::Resources(_)) => {
+                            Err(Reject::NoInstanceType | Reject::Resources(_) | Reject::NoRoom) => {
                                 self.no_type_text(p, &slot, pod, reqs)
                             }
                             Err(r) => self.reject_text(&r, reqs),
@@ -1023,6 +1034,7 @@ impl<'a> Solver<'a> {
             Reject::Topology(g) => format!("{} would be violated", self.topo.groups[*g].describe()),
             Reject::MissingTopologyLabel(k) => format!("no label {k} for topology"),
             Reject::Resources(s) => format!("insufficient {s}"),
+            Reject::NoRoom => "insufficient resources".into(),
             Reject::Taint(t) => format!("untolerated taint {t}"),
             Reject::HostPort(p) => format!("host port {p} in use"),
             Reject::Requirement(e) => e.to_string(),
