@@ -263,7 +263,8 @@ pub struct PackingRow {
     /// (price − bound) / price, or 0 when `optimal` proved its plan optimal.
     pub gap: f64,
     pub solve_ms: f64,
-    /// Peak resident memory of the process while this row was planned (Linux; 0 elsewhere).
+    /// Peak resident memory of the process so far in the run, this row included (Linux; 0
+    /// elsewhere): rows are run in order, so a row's own peak is at most this.
     pub peak_rss_mib: f64,
     pub unschedulable: usize,
 }
@@ -309,7 +310,6 @@ pub fn bench_packing(
             .collect::<std::collections::BTreeSet<_>>()
             .len();
         for &s in strategies {
-            reset_peak_rss();
             let options = PackOptions {
                 strategy: s,
                 time_limit_seconds: time_limit,
@@ -340,12 +340,7 @@ pub fn bench_packing(
     Ok(rows)
 }
 
-/// Starts a new peak-memory measurement (Linux: writing 5 to clear_refs resets VmHWM).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-/// The process's peak resident memory since the last reset, in MiB (0 where unknown).
+/// The process's peak resident memory so far, in MiB (Linux; 0 where unknown).
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

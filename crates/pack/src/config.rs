@@ -44,11 +44,14 @@ pub(crate) struct ConfigLp {
 }
 
 /// Search nodes one exact pricing knapsack may take before its LP relaxation settles it.
+/// A configuration LP already solved: its shapes, its types and the answer.
+type Solved = (Vec<Shape>, Vec<NodeType>, ConfigLp);
+
 /// What one packing run shares: the caller's "should stop" check (the crate reads no clock) and
 /// the configuration LPs already solved, since the bound and the packer ask for the same one.
 pub(crate) struct Ctx<'a> {
     pub stop: &'a dyn Fn() -> bool,
-    solved: std::cell::RefCell<Vec<(Vec<Shape>, Vec<NodeType>, ConfigLp)>>,
+    solved: std::cell::RefCell<Vec<Solved>>,
 }
 
 impl<'a> Ctx<'a> {

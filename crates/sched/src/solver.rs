@@ -218,6 +218,20 @@ fn sum_fits(a: &Resources, b: &Resources, cap: &Resources) -> bool {
         })
 }
 
+/// What the pod lacks on the slot, for a message.
+fn shortfall(slot: &Slot, pod: &Pod) -> Reject {
+    Reject::Resources(
+        slot.used
+            .plus(&pod.requests)
+            .shortfall(&slot.max)
+            .unwrap_or(Shortfall {
+                resource: "pods".into(),
+                requested: 0,
+                available: 0,
+            }),
+    )
+}
+
 impl<'a> Solver<'a> {
     fn new(input: SolveInput<'a>, options: SolveOptions) -> Solver<'a> {
         let types = input.instance_types;
@@ -952,32 +966,14 @@ impl<'a> Solver<'a> {
             for &s in &fixed {
                 let slot = &self.slots[s];
                 let r = if slot.closed && !sum_fits(&slot.used, &pod.requests, &slot.max) {
-                    Err(Reject::Resources(
-                        slot.used
-                            .plus(&pod.requests)
-                            .shortfall(&slot.max)
-                            .unwrap_or(Shortfall {
-                                resource: "pods".into(),
-                                requested: 0,
-                                available: 0,
-                            }),
-                    ))
+                    Err(shortfall(slot, pod))
                 } else {
                     let mut open = slot.clone();
                     open.closed = false;
                     self.fit(s, &open, pod, reqs, topo, tolerate_prefer)
                         .map(|_| ())
                         .map_err(|r| match r {
-                            Reject::NoRoom => Reject::Resources(
-                                open.used
-                                    .plus(&pod.requests)
-                                    .shortfall(&open.max)
-                                    .unwrap_or(Shortfall {
-                                        resource: "resources".into(),
-                                        requested: 0,
-                                        available: 0,
-                                    }),
-                            ),
+                            Reject::NoRoom => shortfall(&open, pod),
                             other => other,
                         })
                 };
