@@ -4,7 +4,7 @@
 use crate::input::{self, InputError};
 use capstan_model::load::{Kind, load};
 use capstan_model::{Catalog, NodePool, Pod, Resources};
-use capstan_pack::{PackOptions, PackResult, Strategy, pack};
+use capstan_pack::{PackOptions, PackResult, Strategy, pack_until};
 use capstan_sched::{InFlight, Snapshot, SolveInput};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -241,10 +241,19 @@ fn resources_json(r: &Resources) -> Value {
     Value::Object(m)
 }
 
-/// Plans and times it.
+/// Plans and times it. `optimal` works to `--time-limit` from here (the clock is read here and
+/// handed to the planner as seconds left); the other strategies work to their budgets of work,
+/// so their plans do not depend on the machine.
 pub fn run(p: &PlanInput, options: &PackOptions) -> Result<(PackResult, f64), anyhow::Error> {
     let started = Instant::now();
-    let r = pack(solve_input(p), options)?;
+    let left = || {
+        if options.strategy == Strategy::Optimal {
+            options.time_limit_seconds - started.elapsed().as_secs_f64()
+        } else {
+            f64::INFINITY
+        }
+    };
+    let r = pack_until(solve_input(p), options, &left)?;
     Ok((r, started.elapsed().as_secs_f64() * 1000.0))
 }
 

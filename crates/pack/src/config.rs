@@ -11,9 +11,8 @@
 //! value-to-price ratio any pattern could reach) still is.
 
 use crate::PackError;
-use good_lp::{
-    Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, microlp, variable,
-};
+use crate::knap;
+use crate::master::Master;
 
 /// Pods with equal requests: their demand vector and count.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +32,8 @@ pub(crate) struct NodeType {
 pub(crate) struct ConfigLp {
     /// A proven lower bound on the price of covering every shape.
     pub bound: f64,
+    /// The restricted master's value: at least the configuration LP's optimum.
+    pub value: f64,
     /// Whether `bound` is the configuration LP optimum itself.
     #[allow(dead_code)]
     pub exact: bool,
@@ -43,7 +44,6 @@ pub(crate) struct ConfigLp {
     pub duals: Vec<f64>,
 }
 
-/// Search nodes one exact pricing knapsack may take before its LP relaxation settles it.
 /// A configuration LP already solved: its shapes, its types and the answer.
 type Solved = (Vec<Shape>, Vec<NodeType>, ConfigLp);
 
@@ -51,20 +51,87 @@ type Solved = (Vec<Shape>, Vec<NodeType>, ConfigLp);
 /// the configuration LPs already solved, since the bound and the packer ask for the same one.
 pub(crate) struct Ctx<'a> {
     pub stop: &'a dyn Fn() -> bool,
+    /// Seconds the caller still gives (infinite without a deadline).
+    pub left: &'a dyn Fn() -> f64,
     solved: std::cell::RefCell<Vec<Solved>>,
+    /// The requests of the pods on each node of a plan already made (the first-fit plan): its
+    /// patterns start column generation near a good solution instead of from one shape per node.
+    seed_nodes: std::cell::RefCell<Vec<Vec<capstan_model::Resources>>>,
 }
 
 impl<'a> Ctx<'a> {
-    pub(crate) fn new(stop: &'a dyn Fn() -> bool) -> Ctx<'a> {
+    pub(crate) fn new(stop: &'a dyn Fn() -> bool, left: &'a dyn Fn() -> f64) -> Ctx<'a> {
         Ctx {
             stop,
+            left,
             solved: Default::default(),
+            seed_nodes: Default::default(),
         }
+    }
+
+    /// Remembers a plan's nodes as seeds for the configuration LPs solved after.
+    pub(crate) fn seed_with(
+        &self,
+        plan: &capstan_sched::Plan,
+        pods: &[std::sync::Arc<capstan_model::Pod>],
+    ) {
+        *self.seed_nodes.borrow_mut() = plan
+            .new_claims
+            .iter()
+            .map(|c| c.pods.iter().map(|&p| pods[p].requests.clone()).collect())
+            .collect();
+    }
+
+    /// The seed plan's nodes as columns of this LP: each node's pods of these shapes, on the
+    /// cheapest type that holds them.
+    fn seeds(
+        &self,
+        dims: &[String],
+        shapes: &[Shape],
+        types: &[NodeType],
+    ) -> Vec<(usize, Vec<i64>)> {
+        let index: std::collections::HashMap<&[i64], usize> = shapes
+            .iter()
+            .enumerate()
+            .map(|(s, sh)| (sh.req.as_slice(), s))
+            .collect();
+        let mut out = Vec::new();
+        for node in self.seed_nodes.borrow().iter() {
+            let mut counts = vec![0i64; shapes.len()];
+            for r in node {
+                let v: Vec<i64> = dims.iter().map(|d| r.get(d)).collect();
+                if let Some(&s) = index.get(v.as_slice()) {
+                    counts[s] += 1;
+                }
+            }
+            if counts.iter().all(|&c| c == 0) {
+                continue;
+            }
+            let used: Vec<i64> = (0..dims.len())
+                .map(|d| {
+                    shapes
+                        .iter()
+                        .zip(&counts)
+                        .map(|(sh, c)| sh.req[d] * c)
+                        .sum()
+                })
+                .collect();
+            let cheapest = types
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.cap.iter().zip(&used).all(|(c, u)| u <= c))
+                .min_by(|a, b| a.1.price.total_cmp(&b.1.price));
+            if let Some((t, _)) = cheapest {
+                out.push((t, counts));
+            }
+        }
+        out
     }
 
     /// [`solve`], once per distinct problem.
     pub(crate) fn config_lp(
         &self,
+        dims: &[String],
         shapes: &[Shape],
         types: &[NodeType],
     ) -> Result<ConfigLp, PackError> {
@@ -76,7 +143,15 @@ impl<'a> Ctx<'a> {
         {
             return Ok(lp.clone());
         }
-        let lp = solve(shapes, types, Vec::new(), self.stop)?;
+        let seeds = self.seeds(dims, shapes, types);
+        let lp = solve(
+            shapes,
+            types,
+            seeds,
+            Limits::CERTIFY,
+            &mut Vec::new(),
+            self.stop,
+        )?;
         self.solved
             .borrow_mut()
             .push((shapes.to_vec(), types.to_vec(), lp.clone()));
@@ -84,17 +159,56 @@ impl<'a> Ctx<'a> {
     }
 }
 
-const NODE_LIMIT: usize = 200_000;
-/// Search nodes one quick pricing knapsack may take: enough to find an improving pattern when
-/// there is an obvious one, so most iterations never pay for an exact search.
-const QUICK_NODE_LIMIT: usize = 2_000;
-const MAX_ITERATIONS: usize = 200;
-/// Search nodes all pricing knapsacks of one column generation may take together (about a
-/// second here): past it the best bound so far stands, with its gap. A count, not a clock, so a
-/// plan does not depend on the machine.
-const WORK_BUDGET: usize = 5_000_000;
+/// How far one column generation goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Rounds of pricing at most.
+    pub iterations: usize,
+    /// Whether to price with full searches once quick ones find nothing (to certify the bound),
+    /// or stop there.
+    pub certify: bool,
+}
+
+impl Limits {
+    pub(crate) const CERTIFY: Limits = Limits {
+        iterations: MAX_ITERATIONS,
+        certify: true,
+    };
+}
+
+// Column generation's budgets. Every one is a count of work, never a clock, so a plan is the
+// same on every machine; `WORK_BUDGET` and `FINAL_BUDGET` were set so the production-shaped and
+// GPU-trace sets of a couple of thousand pods finish in about a second on the 2-core machines here.
+
+/// Rounds of pricing at most.
+const MAX_ITERATIONS: usize = 300;
+/// LP relaxations all pricing searches of one column generation may solve together (each takes
+/// a few microseconds): past it the best bound so far stands, with its gap.
+const WORK_BUDGET: usize = 150_000;
+/// LP relaxations a quick pricing search may solve: a type whose relaxation is not worth more
+/// than its price stops at the root; the others get a short best-first search for columns.
+const QUICK_NODE_LIMIT: usize = 300;
+/// Quick rounds search a type only when its relaxation is worth this share more than its node:
+/// a big node's relaxation overshoots by about a pod's worth and rarely hides a column.
+const QUICK_MARGIN: f64 = 0.01;
+/// LP relaxations one search of a full round may solve; past it the nodes left open bound it.
+const NODE_LIMIT: usize = 3_000;
+/// A full round's search stops once it has a pattern worth this share more than its node: a
+/// round that finds one certifies nothing anyway, only a round finding none must search on.
+const SATISFIED: f64 = 2e-3;
+/// When the budget ends column generation early, one last round at the master's duals
+/// certifies the bound: at most this many LP relaxations in all, and per search.
+const FINAL_BUDGET: usize = 40_000;
+const FINAL_NODE_LIMIT: usize = 20_000;
+/// Pricing proves no pattern is worth more than its node's price by more than this share, so
+/// the bound it certifies is within it of the LP optimum.
+const PRICING_EPS: f64 = 2e-4;
+/// Weight of the stability centre in the prices pricing looks at (Wentges' smoothing).
+const SMOOTHING: f64 = 0.5;
+/// Columns one round adds to the master at most.
+const MAX_NEW_COLUMNS: usize = 300;
 /// Column generation stops once the master's value is within this share of a proven bound.
-const GAP_TARGET: f64 = 2e-4;
+const GAP_TARGET: f64 = 2e-3;
 
 fn fits(cap: &[i64], used: &[i64], req: &[i64], k: i64) -> bool {
     cap.iter()
@@ -113,7 +227,6 @@ fn max_fit(cap: &[i64], used: &[i64], req: &[i64], limit: i64) -> i64 {
     k.max(0)
 }
 
-/// Best pattern for one node type at the given values: (value, counts, exact).
 /// Surrogate relaxations of a bounded multi-dimensional knapsack (one per dimension, the
 /// normalized sum, and CPU/memory mixes), each solved as a fractional knapsack: the smallest is a
 /// valid upper bound on what the items from a position on can add.
@@ -229,215 +342,136 @@ pub(crate) fn branch_order(
     order
 }
 
-/// Searches for the pattern of highest value; branches that cannot beat `threshold` (the node's
-/// price) are cut, since only patterns worth more than their price matter.
-pub(crate) fn knapsack(
-    cap: &[i64],
-    shapes: &[Shape],
-    values: &[f64],
-    threshold: f64,
-    node_limit: usize,
-) -> (f64, Vec<i64>, bool, f64, usize) {
-    let dims = cap.len();
-    let order = branch_order(cap, shapes, values, false);
-    let surrogates = Surrogates::new(cap, shapes, values, &order);
-    let bound = |from: usize, rem: &[i64]| surrogates.bound(from, rem);
-    let mut best_value = 0.0;
-    let mut best_counts = vec![0i64; shapes.len()];
-    let mut counts = vec![0i64; shapes.len()];
-    let mut used = vec![0i64; dims];
-    let mut nodes = 0usize;
-    let root_bound = bound(0, cap);
-    #[allow(clippy::too_many_arguments)]
-    fn dfs(
-        i: usize,
-        value: f64,
-        order: &[usize],
-        shapes: &[Shape],
-        values: &[f64],
-        cap: &[i64],
-        used: &mut Vec<i64>,
-        counts: &mut Vec<i64>,
-        best_value: &mut f64,
-        best_counts: &mut Vec<i64>,
-        nodes: &mut usize,
-        bound: &dyn Fn(usize, &[i64]) -> f64,
-        threshold: f64,
-        node_limit: usize,
-    ) {
-        *nodes += 1;
-        if value > *best_value {
-            *best_value = value;
-            best_counts.clone_from(counts);
-        }
-        if i == order.len() || *nodes > node_limit {
-            return;
-        }
-        let rem: Vec<i64> = cap.iter().zip(used.iter()).map(|(c, u)| c - u).collect();
-        if value + bound(i, &rem) <= best_value.max(threshold) + 1e-12 {
-            return;
-        }
-        let s = order[i];
-        let k_max = max_fit(cap, used, &shapes[s].req, shapes[s].n);
-        for k in (0..=k_max).rev() {
-            for (u, r) in used.iter_mut().zip(&shapes[s].req) {
-                *u += r * k;
-            }
-            counts[s] = k;
-            dfs(
-                i + 1,
-                value + values[s] * k as f64,
-                order,
-                shapes,
-                values,
-                cap,
-                used,
-                counts,
-                best_value,
-                best_counts,
-                nodes,
-                bound,
-                threshold,
-                node_limit,
+/// How hard one pricing round searches.
+#[derive(Clone, Copy, Debug)]
+enum Round {
+    /// Short searches, only where a relaxation promises a column.
+    Quick,
+    /// Every type searched (up to this many relaxations each), stopping at a clear column.
+    Full(usize),
+    /// Every type searched to its end within the final budget: a certificate.
+    Final,
+}
+
+/// One pricing round's outcome.
+struct Priced {
+    /// Patterns worth more than their node at the master's own duals: (gain ratio, type,
+    /// counts).
+    found: Vec<(f64, usize, Vec<i64>)>,
+    /// No pattern of any type is worth more than its price times this, at the prices looked at.
+    ratio: f64,
+    /// Whether every search finished.
+    finished: bool,
+    work: usize,
+}
+
+/// What pricing reads, shared by every round.
+struct Pricing<'a> {
+    types: &'a [NodeType],
+    reqs: &'a [&'a [i64]],
+    counts: &'a [i64],
+}
+
+impl Pricing<'_> {
+    /// Prices every type at `pi`; columns are kept when they also improve at `current` (the
+    /// master's own duals, which `pi` may be a smoothed version of).
+    fn round(&self, pi: &[f64], current: &[f64], round: Round, hints: &mut [Vec<f64>]) -> Priced {
+        let mut out = Priced {
+            found: Vec::new(),
+            ratio: 1.0,
+            finished: true,
+            work: 0,
+        };
+        let worth = |c: &[i64]| -> f64 { c.iter().zip(current).map(|(k, p)| *k as f64 * p).sum() };
+        let mut final_left = FINAL_BUDGET;
+        for (t, ty) in self.types.iter().enumerate() {
+            let threshold = ty.price * (1.0 + 1e-7);
+            let (limit, satisfied, search_above) = match round {
+                Round::Quick => (
+                    QUICK_NODE_LIMIT,
+                    f64::INFINITY,
+                    ty.price * (1.0 + QUICK_MARGIN),
+                ),
+                Round::Full(limit) => (limit, ty.price * (1.0 + SATISFIED), 0.0),
+                Round::Final => (FINAL_NODE_LIMIT.min(final_left).max(1), f64::INFINITY, 0.0),
+            };
+            let p = knap::price(
+                &knap::Problem {
+                    cap: &ty.cap,
+                    reqs: self.reqs,
+                    counts: self.counts,
+                    values: pi,
+                },
+                &knap::Search {
+                    threshold,
+                    eps: PRICING_EPS,
+                    node_limit: limit,
+                    satisfied,
+                    search_above,
+                },
+                &mut hints[t],
             );
-            for (u, r) in used.iter_mut().zip(&shapes[s].req) {
-                *u -= r * k;
+            out.work += p.nodes;
+            final_left = final_left.saturating_sub(p.nodes);
+            out.finished &= p.finished;
+            if ty.price > 0.0 {
+                out.ratio = out.ratio.max(p.upper / ty.price);
+            } else if p.upper > 0.0 {
+                // Farley's bound needs every type's value-to-price ratio; a free type has none.
+                out.ratio = f64::INFINITY;
             }
-            counts[s] = 0;
-            if *nodes > node_limit {
-                return;
+            for (value, c) in std::iter::once((p.value, p.counts)).chain(p.more) {
+                if value <= threshold + 1e-9 {
+                    continue;
+                }
+                let gain = worth(&c);
+                if gain > threshold + 1e-9 {
+                    out.found.push((gain / ty.price.max(1e-12), t, c));
+                }
             }
         }
+        out
     }
-    dfs(
-        0,
-        0.0,
-        &order,
-        shapes,
-        values,
-        cap,
-        &mut used,
-        &mut counts,
-        &mut best_value,
-        &mut best_counts,
-        &mut nodes,
-        &bound,
-        threshold,
-        node_limit,
-    );
-    let exact = nodes <= node_limit;
-    // A finished search knows the maximum exactly (up to the threshold it pruned against).
-    let ub = if exact {
-        best_value.max(threshold.min(root_bound))
-    } else {
-        root_bound.max(best_value)
-    };
-    (best_value, best_counts, exact, ub, nodes)
 }
 
-/// The LP relaxation of one pricing knapsack: an upper bound on any pattern's value.
-fn knapsack_lp(cap: &[i64], shapes: &[Shape], values: &[f64]) -> Result<f64, PackError> {
-    let mut vars = ProblemVariables::new();
-    let a: Vec<Variable> = shapes
-        .iter()
-        .map(|s| vars.add(variable().min(0.0).max(s.n as f64)))
-        .collect();
-    let objective: Expression = values.iter().zip(&a).map(|(v, x)| *v * *x).sum();
-    let mut model = vars.maximise(objective).using(microlp);
-    for (r, &limit) in cap.iter().enumerate() {
-        let used: Expression = shapes
-            .iter()
-            .zip(&a)
-            .filter(|(s, _)| s.req[r] > 0)
-            .map(|(s, x)| s.req[r] as f64 * *x)
-            .sum();
-        model = model.with(constraint!(used <= limit as f64));
-    }
-    let sol = model
-        .solve()
-        .map_err(|e| PackError::Solver(e.to_string()))?;
-    Ok(values
-        .iter()
-        .zip(&a)
-        .map(|(v, x)| v * sol.value(*x))
-        .sum::<f64>()
-        * (1.0 + 1e-9))
+/// The best certified bound so far and the feasible shape prices behind it.
+struct Certified {
+    bound: f64,
+    duals: Vec<f64>,
 }
 
-/// The dual of the restricted master: shape prices no column can beat.
-fn duals(
-    shapes: &[Shape],
-    types: &[NodeType],
-    columns: &[(usize, Vec<i64>)],
-) -> Result<(Vec<f64>, f64), PackError> {
-    let mut vars = ProblemVariables::new();
-    let pi: Vec<Variable> = shapes
-        .iter()
-        .map(|_| vars.add(variable().min(0.0)))
-        .collect();
-    let objective: Expression = shapes.iter().zip(&pi).map(|(s, v)| s.n as f64 * *v).sum();
-    let mut model = vars.maximise(objective).using(microlp);
-    for (t, counts) in columns {
-        let lhs: Expression = counts
-            .iter()
-            .zip(&pi)
-            .filter(|(c, _)| **c > 0)
-            .map(|(c, v)| *c as f64 * *v)
-            .sum();
-        model = model.with(constraint!(lhs <= types[*t].price));
+impl Certified {
+    /// Farley's bound at prices `pi` where no pattern is worth more than `ratio` times its node:
+    /// `pi / ratio` is dual feasible, so `pi·demand / ratio` bounds every plan. True when it
+    /// improves the best.
+    fn improve(&mut self, pi: &[f64], demand: &[f64], ratio: f64) -> bool {
+        if !ratio.is_finite() {
+            return false;
+        }
+        let value: f64 = pi.iter().zip(demand).map(|(y, n)| y * n).sum::<f64>() / ratio;
+        if value > self.bound {
+            self.bound = value;
+            self.duals = pi.iter().map(|p| p / ratio).collect();
+            return true;
+        }
+        false
     }
-    let sol = model
-        .solve()
-        .map_err(|e| PackError::Solver(e.to_string()))?;
-    let values: Vec<f64> = pi.iter().map(|v| sol.value(*v).max(0.0)).collect();
-    let obj = shapes
-        .iter()
-        .zip(&values)
-        .map(|(s, v)| s.n as f64 * v)
-        .sum();
-    Ok((values, obj))
-}
-
-/// The restricted master's primal solution.
-fn primal(
-    shapes: &[Shape],
-    types: &[NodeType],
-    columns: &[(usize, Vec<i64>)],
-) -> Result<Vec<f64>, PackError> {
-    let mut vars = ProblemVariables::new();
-    let z: Vec<Variable> = columns
-        .iter()
-        .map(|_| vars.add(variable().min(0.0)))
-        .collect();
-    let objective: Expression = columns
-        .iter()
-        .zip(&z)
-        .map(|((t, _), v)| types[*t].price * *v)
-        .sum();
-    let mut model = vars.minimise(objective).using(microlp);
-    for (s, shape) in shapes.iter().enumerate() {
-        let cover: Expression = columns
-            .iter()
-            .zip(&z)
-            .filter(|((_, c), _)| c[s] > 0)
-            .map(|((_, c), v)| c[s] as f64 * *v)
-            .sum();
-        model = model.with(constraint!(cover >= shape.n as f64));
-    }
-    let sol = model
-        .solve()
-        .map_err(|e| PackError::Solver(e.to_string()))?;
-    Ok(z.iter().map(|v| sol.value(*v).max(0.0)).collect())
 }
 
 /// Column generation over `types` (already restricted to types that may host every shape; a
 /// shape that does not fit a type simply never appears in its patterns).
+///
+/// `hints` holds, per type, the row prices of its last pricing relaxation (empty at first): a
+/// caller solving related LPs over the same types (diving) passes the same vector on.
 pub(crate) fn solve(
     shapes: &[Shape],
     types: &[NodeType],
     seed_columns: Vec<(usize, Vec<i64>)>,
+    limits: Limits,
+    hints: &mut Vec<Vec<f64>>,
     stop: &dyn Fn() -> bool,
 ) -> Result<ConfigLp, PackError> {
+    hints.resize(types.len(), Vec::new());
     let mut columns = seed_columns;
     // Single-shape columns: for every shape, its five cheapest-per-pod types.
     for (s, shape) in shapes.iter().enumerate() {
@@ -461,85 +495,126 @@ pub(crate) fn solve(
     if columns.is_empty() {
         return Ok(ConfigLp {
             bound: 0.0,
+            value: 0.0,
             exact: false,
             columns,
             z: Vec::new(),
             duals: vec![0.0; shapes.len()],
         });
     }
+    let reqs: Vec<&[i64]> = shapes.iter().map(|s| s.req.as_slice()).collect();
+    let counts: Vec<i64> = shapes.iter().map(|s| s.n).collect();
+    let demand: Vec<f64> = shapes.iter().map(|s| s.n as f64).collect();
+    let big = 1e4 * types.iter().map(|t| t.price).fold(1.0, f64::max);
+    let mut master = Master::new(&demand, big);
+    for (t, c) in &columns {
+        master.add_column(types[*t].price, c);
+    }
+    let pricing = Pricing {
+        types,
+        reqs: &reqs,
+        counts: &counts,
+    };
+    // The best of the Farley bounds met on the way (each is valid on its own) and the shape
+    // prices that give it: the duals scaled so no pattern is worth more than its node. They are
+    // also the stability centre: pricing looks at a point between them and the master's duals,
+    // which damps the duals' swings from round to round.
+    let mut best = Certified {
+        bound: 0.0,
+        duals: vec![0.0; shapes.len()],
+    };
+    let mut center: Option<Vec<f64>> = None;
+    let mut smoothing = SMOOTHING;
     let mut exact = false;
-    let mut pi;
-    let mut obj;
-    // The best of the Farley bounds met on the way: each is valid on its own.
-    let mut best_bound = 0.0f64;
-    // Farley's bound needs every type's value-to-price ratio; a free type has none.
-    let any_free = types.iter().any(|t| t.price <= 0.0);
+    let mut obj = 0.0;
     let mut iterations = 0;
-    // Quick pricing first; a search cut short there proves nothing, so when quick pricing finds
-    // no column the next round prices exactly.
+    // Quick rounds first (a short search for types whose relaxation promises a column); when
+    // they find nothing, a full round.
     let mut quick = true;
     let mut work = 0usize;
+    let mut resolve = true;
     loop {
-        (pi, obj) = duals(shapes, types, &columns)?;
+        if resolve {
+            master.solve();
+            obj = master.objective();
+        }
+        let current: Vec<f64> = master.duals().into_iter().map(|y| y.max(0.0)).collect();
+        let pi: Vec<f64> = match &center {
+            Some(c) if smoothing > 0.0 => c
+                .iter()
+                .zip(&current)
+                .map(|(c, p)| smoothing * c + (1.0 - smoothing) * p)
+                .collect(),
+            _ => current.clone(),
+        };
         iterations += 1;
-        let limit = if quick { QUICK_NODE_LIMIT } else { NODE_LIMIT };
-        let limit = limit
-            .min(WORK_BUDGET.saturating_sub(work) / types.len().max(1))
-            .max(100);
-        let mut all_exact = true;
-        let mut ratio_ub = 1.0f64;
-        let mut found: Vec<(f64, usize, Vec<i64>)> = Vec::new();
-        for (t, ty) in types.iter().enumerate() {
-            let (value, counts, was_exact, mut ub, nodes) =
-                knapsack(&ty.cap, shapes, &pi, ty.price * (1.0 + 1e-7), limit);
-            work += nodes;
-            if !quick && !was_exact && ub > ty.price * (1.0 + 1e-7) {
-                // The search was cut short: the knapsack's LP relaxation settles it.
-                ub = ub.min(knapsack_lp(&ty.cap, shapes, &pi)?);
-            }
-            all_exact &= was_exact || ub <= ty.price * (1.0 + 1e-7);
-            if ty.price > 0.0 {
-                ratio_ub = ratio_ub.max(ub / ty.price);
-            }
-            if value > ty.price * (1.0 + 1e-7) + 1e-9 {
-                found.push((value / ty.price.max(1e-12), t, counts));
-            }
-        }
-        if !any_free {
-            best_bound = best_bound.max(obj / ratio_ub);
-        }
-        if found.is_empty() && (!quick || all_exact) {
-            exact = all_exact;
-            break;
+        let round = if quick {
+            Round::Quick
+        } else {
+            Round::Full(NODE_LIMIT.min(WORK_BUDGET.saturating_sub(work)).max(1))
+        };
+        let priced = pricing.round(&pi, &current, round, hints);
+        work += priced.work;
+        if best.improve(&pi, &demand, priced.ratio) {
+            center = Some(pi.clone());
         }
         // Close enough: the restricted master's value is within the target of a proven bound.
-        if obj - best_bound <= GAP_TARGET * obj
-            || iterations >= MAX_ITERATIONS
-            || work >= WORK_BUDGET
-            || stop()
-        {
+        if obj - best.bound <= GAP_TARGET * obj {
+            exact = true;
             break;
         }
+        if iterations >= limits.iterations || work >= WORK_BUDGET || stop() {
+            break;
+        }
+        let mut found = priced.found;
         if found.is_empty() {
+            resolve = false;
+            if smoothing > 0.0 && center.is_some() {
+                // Mispriced: nothing the smoothed prices found helps the master; look at its
+                // own duals.
+                smoothing = 0.0;
+                continue;
+            }
+            if !quick || !limits.certify {
+                // A full round at the master's duals found nothing: the master is optimal (and
+                // certified when every search finished).
+                exact = priced.finished;
+                break;
+            }
             quick = false;
             continue;
         }
+        resolve = true;
         quick = true;
+        smoothing = SMOOTHING;
         found.sort_by(|a, b| b.0.total_cmp(&a.0));
-        for (_, t, c) in found.into_iter().take(20) {
+        let mut added = 0;
+        for (_, t, c) in found {
+            if added == MAX_NEW_COLUMNS {
+                break;
+            }
             if !columns.iter().any(|(ct, cc)| *ct == t && *cc == c) {
+                master.add_column(types[t].price, &c);
                 columns.push((t, c));
+                added += 1;
             }
         }
     }
-    let bound = if exact { obj } else { best_bound.min(obj) };
-    let z = primal(shapes, types, &columns)?;
+    if limits.certify && !exact && !stop() {
+        // Cut short by the budget: one last full round at the master's duals, each search to
+        // its end within its own budget, certifies the bound as well as this master allows.
+        let pi: Vec<f64> = master.duals().into_iter().map(|y| y.max(0.0)).collect();
+        let priced = pricing.round(&pi, &pi, Round::Final, hints);
+        best.improve(&pi, &demand, priced.ratio);
+    }
+    let z = master.values();
     Ok(ConfigLp {
-        bound,
+        bound: best.bound,
+        value: obj,
         exact,
         columns,
         z,
-        duals: pi,
+        duals: best.duals,
     })
 }
 
@@ -558,27 +633,17 @@ mod tests {
             cap: vec![1000],
             price: 1.0,
         }];
-        let lp = solve(&shapes, &types, Vec::new(), &|| false).unwrap();
+        let lp = solve(
+            &shapes,
+            &types,
+            Vec::new(),
+            Limits::CERTIFY,
+            &mut Vec::new(),
+            &|| false,
+        )
+        .unwrap();
         assert!(lp.exact);
         assert!((lp.bound - 4.0).abs() < 1e-6, "{}", lp.bound);
-    }
-
-    #[test]
-    fn knapsack_finds_the_best_pattern() {
-        let shapes = vec![
-            Shape {
-                req: vec![3, 1],
-                n: 10,
-            },
-            Shape {
-                req: vec![1, 3],
-                n: 10,
-            },
-        ];
-        let (v, c, exact, _, _) = knapsack(&[8, 8], &shapes, &[1.0, 1.0], 0.0, NODE_LIMIT);
-        assert!(exact);
-        assert_eq!(v, 4.0);
-        assert_eq!(c.iter().sum::<i64>(), 4);
     }
 
     #[test]
@@ -597,7 +662,15 @@ mod tests {
             cap: vec![8, 8],
             price: 1.0,
         }];
-        let lp = solve(&shapes, &types, Vec::new(), &|| false).unwrap();
+        let lp = solve(
+            &shapes,
+            &types,
+            Vec::new(),
+            Limits::CERTIFY,
+            &mut Vec::new(),
+            &|| false,
+        )
+        .unwrap();
         assert!(lp.exact);
         assert!((lp.bound - 2.0).abs() < 1e-6, "{}", lp.bound);
     }

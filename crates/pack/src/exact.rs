@@ -33,6 +33,7 @@ fn enumerate(
     floor: f64,
     room: usize,
     out: &mut Vec<Vec<i64>>,
+    stop: &dyn Fn() -> bool,
 ) -> bool {
     // Shapes worth nothing at the LP prices still need covering: they come last.
     let order = branch_order(cap, shapes, values, true);
@@ -53,8 +54,11 @@ fn enumerate(
         used: &mut Vec<i64>,
         counts: &mut Vec<i64>,
         out: &mut Vec<Vec<i64>>,
+        nodes: &mut usize,
+        stop: &dyn Fn() -> bool,
     ) -> bool {
-        if out.len() > room {
+        *nodes += 1;
+        if out.len() > room || ((*nodes).is_multiple_of(4096) && stop()) {
             return false;
         }
         let rem: Vec<i64> = cap.iter().zip(used.iter()).map(|(c, u)| c - u).collect();
@@ -96,6 +100,8 @@ fn enumerate(
                 used,
                 counts,
                 out,
+                nodes,
+                stop,
             );
             for (u, r) in used.iter_mut().zip(&shapes[s].req) {
                 *u -= r * k;
@@ -120,6 +126,8 @@ fn enumerate(
         &mut used,
         &mut counts,
         out,
+        &mut 0,
+        stop,
     )
 }
 
@@ -144,6 +152,7 @@ fn search(
     duals: &[f64],
     ub: f64,
     node_limit: usize,
+    stop: &dyn Fn() -> bool,
 ) -> (Search, usize) {
     use std::collections::HashMap;
     let rc: Vec<f64> = columns
@@ -174,10 +183,11 @@ fn search(
         memo: HashMap<Vec<i64>, f64>,
         nodes: usize,
         limit: usize,
+        stop: &'a dyn Fn() -> bool,
     }
     fn rec(st: &mut St<'_>, rem: &[i64], g: f64) -> bool {
         st.nodes += 1;
-        if st.nodes > st.limit {
+        if st.nodes > st.limit || (st.nodes.is_multiple_of(4096) && (st.stop)()) {
             return false;
         }
         if rem.iter().all(|&r| r <= 0) {
@@ -247,6 +257,7 @@ fn search(
         memo: HashMap::new(),
         nodes: 0,
         limit: node_limit,
+        stop,
     };
     let need: Vec<i64> = shapes.iter().map(|s| s.n).collect();
     let complete = rec(&mut st, &need, 0.0);
@@ -291,8 +302,10 @@ pub(crate) fn solve(
             0.0
         }
     };
-    let lp = ctx.config_lp(&shapes, &types)?;
-    if !lp.exact {
+    // The LP's shape prices are dual feasible (scaled so no pattern is worth more than its
+    // node), and its bound is their value: the reduced-cost argument below needs nothing else.
+    let lp = ctx.config_lp(&dims, &shapes, &types)?;
+    if lp.bound <= 0.0 || (ctx.stop)() {
         return Ok((heuristic, gap_of(ub, lp.bound)));
     }
     let delta = ub - lp.bound;
@@ -310,6 +323,7 @@ pub(crate) fn solve(
             ty.price - delta,
             room,
             &mut out,
+            ctx.stop,
         ) {
             return Ok((heuristic, gap_of(ub, lp.bound)));
         }
@@ -337,20 +351,21 @@ pub(crate) fn solve(
     // A node budget stands in for time in this pure crate (about 300,000 nodes per second of
     // limit, measured on the 2-core machines here: the search can overrun the limit by a
     // fifth); the integer program, which honours the limit itself, gets a quarter of it.
-    let node_limit = (time_limit * 300_000.0).clamp(10_000.0, 50_000_000.0) as usize;
+    let node_limit =
+        (time_limit.min((ctx.left)()) * 300_000.0).clamp(10_000.0, 50_000_000.0) as usize;
     let mut heuristic = heuristic;
     let mut ub = ub;
     // Each better cover found tightens the bound the next search prunes with, and drops the
     // columns whose reduced cost no longer fits under it.
     let mut budget = node_limit;
-    while budget > 1_000 {
+    while budget > 1_000 && !(ctx.stop)() {
         let slack = ub - lp.bound;
         columns.retain(|(t, c)| {
             let value: f64 = c.iter().zip(&lp.duals).map(|(k, d)| *k as f64 * d).sum();
             types[*t].price - value <= slack + 1e-9
         });
         let prices: Vec<f64> = columns.iter().map(|(t, _)| types[*t].price).collect();
-        let (outcome, used) = search(&shapes, &columns, &prices, &lp.duals, ub, budget);
+        let (outcome, used) = search(&shapes, &columns, &prices, &lp.duals, ub, budget, ctx.stop);
         budget = budget.saturating_sub(used);
         match outcome {
             Search::Proven => return Ok((heuristic, 0.0)),
@@ -392,6 +407,9 @@ pub(crate) fn solve(
             }
         }
     }
+    if (ctx.stop)() {
+        return Ok((heuristic, gap_of(ub, lp.bound)));
+    }
     let mut vars = ProblemVariables::new();
     let z: Vec<Variable> = columns
         .iter()
@@ -415,7 +433,7 @@ pub(crate) fn solve(
     let mut model = vars
         .minimise(objective)
         .using(mip_solver)
-        .with_time_limit(time_limit);
+        .with_time_limit(time_limit.min((ctx.left)()).max(0.01));
     // Only plans strictly cheaper than the heuristic's are of interest.
     model = model.with(constraint!(cutoff <= ub - 1e-6));
     for (s, shape) in shapes.iter().enumerate() {

@@ -1,11 +1,13 @@
-//! The `default` packer: a price-aware greedy guided by the LP's dual prices.
+//! The `default` packer: whole nodes from the configuration LP by diving (`dive`), and, for
+//! classes of up to [`GREEDY_MAX_PODS`] pods, also a price-aware pattern greedy — the cheaper
+//! plan wins, after local improvement.
 //!
-//! Each pod is worth what its resources cost at the LP optimum (the dual prices). Repeatedly,
-//! for every non-dominated instance type, fill one empty node with the most valuable pods that
-//! fit; take the type whose node returns the most value per dollar, and repeat that same node
-//! pattern as often as the remaining pods allow. Then every node moves to the cheapest type that
-//! holds it, light nodes are emptied into others' spare room, and pairs of nodes merge when one
-//! bigger node is cheaper.
+//! The greedy: each pod is worth what its resources cost at the LP optimum (the dual prices).
+//! Whole nodes of the LP's solution first; then, repeatedly, for every non-dominated instance
+//! type, fill one empty node with the most valuable pods that fit, take the type whose node
+//! returns the most value per dollar, and repeat that pattern as often as the remaining pods
+//! allow. Local improvement moves every node to the cheapest type that holds it, empties light
+//! nodes into others' spare room, and merges pairs when one bigger node is cheaper.
 
 use crate::bound::{dual_prices, scale};
 use crate::config;
@@ -81,11 +83,28 @@ pub(crate) fn pack(
         })
         .collect();
     // The configuration LP's columns and shape prices; resource duals if it fails.
-    let cg = ctx.config_lp(&cfg_shapes, &node_types).ok();
+    let cg = ctx.config_lp(&dims, &cfg_shapes, &node_types).ok();
+    if let Some(cg) = &cg {
+        if class.pods.len() > GREEDY_MAX_PODS {
+            if let Some(nodes) = dived(
+                input,
+                class,
+                ctx,
+                &cfg_shapes,
+                &node_types,
+                &nd,
+                &groups,
+                cg,
+            ) {
+                return Ok(nodes);
+            }
+        }
+    }
     let resource_duals = match &cg {
         Some(_) => None,
         None => Some(dual_prices(&nd_cands, &demand)?),
     };
+    let groups_by_shape = groups.clone();
     let mut shapes: Vec<Shape> = groups
         .into_iter()
         .enumerate()
@@ -213,7 +232,61 @@ pub(crate) fn pack(
         })
         .collect();
     improve(input, class, &mut nodes);
+    // The cheaper of the two plans wins (diving is better on large sets, the pattern greedy
+    // now and then on sets of a few nodes).
+    if let Some(cg) = &cg {
+        if let Some(dived) = dived(
+            input,
+            class,
+            ctx,
+            &cfg_shapes,
+            &node_types,
+            &nd,
+            &groups_by_shape,
+            cg,
+        ) {
+            let price = |n: &[PackedNode]| n.iter().map(|n| class.cands[n.cand].price).sum::<f64>();
+            if price(&dived) < price(&nodes) - 1e-9 {
+                return Ok(dived);
+            }
+        }
+    }
     Ok(nodes)
+}
+
+/// Above this many pods the pattern greedy is not tried: diving wins there.
+const GREEDY_MAX_PODS: usize = 1_000;
+
+/// Whole nodes by diving on the configuration LP (see `dive`), improved locally.
+#[allow(clippy::too_many_arguments)]
+fn dived(
+    input: &SolveInput<'_>,
+    class: &Class,
+    ctx: &config::Ctx<'_>,
+    shapes: &[config::Shape],
+    types: &[config::NodeType],
+    nd: &[usize],
+    groups: &[Vec<usize>],
+    cg: &config::ConfigLp,
+) -> Option<Vec<PackedNode>> {
+    let patterns = crate::dive::round(shapes, types, cg, ctx.stop).ok()?;
+    let mut next = vec![0usize; groups.len()];
+    let mut nodes: Vec<PackedNode> = patterns
+        .into_iter()
+        .map(|(t, counts)| {
+            let mut ids = Vec::new();
+            for (g, &k) in counts.iter().enumerate() {
+                ids.extend_from_slice(&groups[g][next[g]..next[g] + k as usize]);
+                next[g] += k as usize;
+            }
+            PackedNode {
+                cand: nd[t],
+                pods: ids,
+            }
+        })
+        .collect();
+    improve(input, class, &mut nodes);
+    Some(nodes)
 }
 
 /// Local improvement: downsize, empty light nodes into spare room, merge pairs.

@@ -7,21 +7,25 @@
 //!
 //! - `karpenter-ffd`: Karpenter's first-fit-decreasing, untouched (sched with Karpenter's claim
 //!   order); kept as the baseline.
-//! - `default`: a price-aware greedy guided by the LP's dual prices (which node pattern buys the
-//!   most resource value per dollar), with pattern repetition, then downsizing and a merge pass.
-//! - `optimal`: an exact configuration (pattern) model solved with good_lp, within a time limit,
-//!   reporting its gap; falls back to `default` where the model is too large.
+//! - `default`: the configuration LP by column generation (`config`, `master`, `knap`), made
+//!   whole by diving (`dive`), improved locally (`greedy`); to a budget of work, not time.
+//! - `optimal`: from there, an exact search over the patterns the LP's prices allow and an
+//!   integer program, within the caller's deadline, reporting the gap it has not closed.
 //!
 //! [`bound::lower_bound`] is an LP relaxation over aggregate resources per group of pods with
-//! the same compatible instance types, provably ≤ any plan's cost. [`spot`] spreads spot
-//! capacity over pools.
+//! the same compatible instance types, provably ≤ any plan's cost; the configuration LP's
+//! Farley bound is the strong one where it applies. [`spot`] spreads spot capacity over pools.
 //!
-//! Pure: no I/O, no clock of ours (good_lp's solver honours the time limit itself).
+//! Pure: no I/O, no clock of ours (the caller says how many seconds are left; good_lp's
+//! solver honours the time limit itself).
 
 pub mod bound;
 mod config;
+mod dive;
 mod exact;
 mod greedy;
+mod knap;
+mod master;
 pub mod spot;
 
 use capstan_model::taints::untolerated;
@@ -391,18 +395,21 @@ fn min_values_ok(input: &SolveInput<'_>, claims: &[NewClaim]) -> bool {
 
 /// Plans with the chosen strategy.
 pub fn pack(input: SolveInput<'_>, options: &PackOptions) -> Result<PackResult, PackError> {
-    pack_until(input, options, &|| false)
+    pack_until(input, options, &|| f64::INFINITY)
 }
 
-/// [`pack`], returning the best plan found so far once `stop` says so (the caller's deadline:
-/// this crate reads no clock). Without a stop, every limit is a count of work, so the same
-/// input gives the same plan on any machine.
+/// [`pack`] within a deadline the caller keeps: `left` says how many seconds are left (this
+/// crate reads no clock). Once none are, the best plan found so far is returned with its
+/// certified gap; `optimal` gives its integer program only the time left. With no deadline
+/// (`f64::INFINITY`), every limit is a count of work, so the same input gives the same plan on
+/// any machine.
 pub fn pack_until(
     input: SolveInput<'_>,
     options: &PackOptions,
-    stop: &dyn Fn() -> bool,
+    left: &dyn Fn() -> f64,
 ) -> Result<PackResult, PackError> {
-    let ctx = config::Ctx::new(stop);
+    let stop = || left() <= 0.0;
+    let ctx = config::Ctx::new(&stop, left);
     let order = if options.strategy == Strategy::KarpenterFfd {
         ClaimOrder::FewestPodsFirst
     } else {
@@ -415,6 +422,7 @@ pub fn pack_until(
             ..Default::default()
         },
     );
+    ctx.seed_with(&base, input.pending);
     // The bound covers the pods a plan places (unschedulable pods cost nothing).
     let lower_bound = bound::plan_bound_in(&input, &base, &ctx)?;
     if options.strategy == Strategy::KarpenterFfd {

@@ -705,3 +705,36 @@ fn optimal_does_not_claim_a_proof_it_does_not_have() {
         "two nodes are optimal: 1.3 CPU never fits one node"
     );
 }
+
+#[test]
+fn optimal_told_to_stop_at_once_reports_the_gap_it_has_and_no_proof() {
+    // Five 400m pods on 1-CPU nodes: the LP buys 2.5 nodes, the optimum is 3; only a search
+    // proves it, and a search that is stopped has proven nothing.
+    let mut t = catalog(&["c7i.large"]);
+    t[0].allocatable.cpu = 1000;
+    t[0].capacity.cpu = 1000;
+    let pods: Vec<Pod> = (0..5).map(|i| plain(&format!("p{i}"), 400, 128)).collect();
+    let shared = shared(&pods);
+    let pools = [NodePool::default_pool()];
+    let snapshot = capstan_sched::Snapshot::default();
+    let input = capstan_sched::SolveInput {
+        snapshot: &snapshot,
+        pending: &shared,
+        nodepools: &pools,
+        instance_types: &t,
+    };
+    let options = PackOptions {
+        strategy: Strategy::Optimal,
+        ..Default::default()
+    };
+    let stopped = pack_until(input, &options, &|| 0.0).unwrap();
+    let price = t[0].offerings[0].price;
+    assert!((stopped.total_price - 3.0 * price).abs() < 1e-9);
+    assert!(
+        stopped.gap > 0.1,
+        "no proof without a search: gap {}",
+        stopped.gap
+    );
+    let proven = pack_until(input, &options, &|| f64::INFINITY).unwrap();
+    assert_eq!(proven.gap, 0.0, "the search proves three nodes optimal");
+}
