@@ -119,12 +119,18 @@ pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
                     cx.s.pod_events
                         .last(&n.name)
                         .map(|t| cx.config.epoch_unix + t);
+                // Budgets count a node once initialized (its claim says so and the node carries
+                // the label the budget check reads from the API server too).
+                info.initialized = c.status.initialized() && n.labelled_initialized();
                 if !c.status.initialized() {
-                    // Not ready for disruption yet: counts against budgets like NotReady.
+                    // Takes no moved pods until it is up.
                     Arc::make_mut(&mut info.node).ready = false;
                 }
                 if c.deleting() {
-                    Arc::make_mut(&mut info.node).unschedulable = true;
+                    // Going: uses the budget up, takes no moved pods.
+                    let node = Arc::make_mut(&mut info.node);
+                    node.unschedulable = true;
+                    node.deleting = true;
                 }
                 if let Some(pid) = &c.status.provider_id {
                     info.provider_drift = cx.s.provider_drift.get(pid).cloned();
@@ -549,11 +555,14 @@ async fn budget_holds<A: ClusterApi, C: CloudProvider>(
         let Some(np) = cx.cache().nodepool(&pool) else {
             return Err(format!("nodepool {pool} is gone"));
         };
+        // Karpenter's count: initialized nodes make the total; NotReady and going ones (a
+        // deleting claim too) use it up; a cordon does not.
         let (total, disrupting) = nodes
             .iter()
-            .filter(|n| n.labels.get(labels::NODEPOOL) == Some(&pool))
+            .filter(|n| n.labels.get(labels::NODEPOOL) == Some(&pool) && n.labelled_initialized())
             .fold((0i64, 0i64), |(t, d), n| {
-                (t + 1, d + i64::from(n.is_disrupting()))
+                let going = cx.cache().claim_of_node(n).is_some_and(|c| c.deleting());
+                (t + 1, d + i64::from(n.budget_disrupting() || going))
             });
         let allowed = np
             .budgets

@@ -589,10 +589,10 @@ fn a_leader_resuming_from_a_freeze_starts_no_disruption_its_budget_no_longer_all
         }
         let proposed = w.a.disruption.proposed().cloned().expect("a proposal");
         assert_eq!(proposed.candidates, [nodes[0].name.clone()]);
-        // `a` freezes; meanwhile someone cordons the other node, which uses up the budget.
+        // `a` freezes; meanwhile the other node goes NotReady, which uses up the budget.
         let now = w.nodes().into_iter().find(|n| n.name == nodes[1].name);
         let mut other = Node::clone(&now.expect("the other node"));
-        other.unschedulable = true;
+        other.ready = false;
         w.api.put(Object::Node(Arc::new(other)));
         for _ in 0..11 {
             w.tick();
@@ -611,6 +611,42 @@ fn a_leader_resuming_from_a_freeze_starts_no_disruption_its_budget_no_longer_all
                 .iter()
                 .any(|a| matches!(a, Action::Disrupting { .. }))
         );
+    });
+}
+
+#[test]
+fn a_cordon_by_a_person_does_not_use_up_the_disruption_budget() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({"disruption": {
+            "consolidateAfter": "0s", "budgets": [{"nodes": "1"}]}})));
+        w.pending_cpu("web-1", 1500);
+        w.pending_cpu("web-2", 1500);
+        w.run_a(12).await;
+        let nodes = w.nodes();
+        assert_eq!(nodes.len(), 2);
+        w.bind("web-1", &nodes[0].name);
+        w.bind("web-2", &nodes[1].name);
+        w.run_a(12).await;
+        // Someone cordons the second node (`kubectl cordon`); the first empties.
+        let mut other = Node::clone(&w.nodes()[1]);
+        other.unschedulable = true;
+        w.api.put(Object::Node(Arc::new(other)));
+        w.api.remove(Kind::Pod, "default/web-1");
+        let mut tainted = Vec::new();
+        for _ in 0..300 {
+            w.run_a(1).await;
+            tainted = w
+                .nodes()
+                .iter()
+                .filter(|n| n.has_disrupted_taint())
+                .map(|n| n.name.clone())
+                .collect();
+            if !tainted.is_empty() {
+                break;
+            }
+        }
+        // As in Karpenter, the cordoned node is not "disrupting": the budget of 1 is free.
+        assert_eq!(tainted, [nodes[0].name.clone()]);
     });
 }
 

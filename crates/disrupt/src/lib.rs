@@ -14,7 +14,8 @@
 //!   several replacements), then single nodes (delete, or replace with a cheaper node).
 //!
 //! Voluntary methods honour NodePool disruption budgets (counts or percentages rounded up,
-//! cron windows, reasons; disrupting and NotReady nodes count against them), PDBs and
+//! cron windows, reasons; of the initialized nodes, NotReady and going ones use them up — a
+//! cordon does not — as Karpenter counts), PDBs and
 //! `do-not-disrupt`. Every command's moves were simulated with the scheduling core, so they are
 //! feasible under every predicate. Pure: `now` is a parameter.
 
@@ -60,6 +61,9 @@ pub struct NodeInfo {
     /// Unix seconds of the last pod bound to or removed from the node (Karpenter's
     /// `lastPodEventTime`); `consolidateAfter` counts from it, or from `created` without one.
     pub last_pod_event: Option<f64>,
+    /// Initialized (Karpenter's NodeClaim condition): only initialized nodes count toward a
+    /// budget's total, or are candidates. True unless the caller knows otherwise.
+    pub initialized: bool,
 }
 
 impl NodeInfo {
@@ -104,12 +108,41 @@ impl NodeInfo {
             created,
             provider_drift: None,
             last_pod_event: None,
+            initialized: true,
         }
     }
 
-    /// Being disrupted already, cordoned, or NotReady: counts against budgets.
+    /// Being disrupted already, cordoned, or NotReady: not a candidate.
     pub fn disrupting(&self) -> bool {
         self.node.is_disrupting()
+    }
+}
+
+/// What evicting a pod costs, as Karpenter weighs it (`EvictionCost`): 1, plus its
+/// `controller.kubernetes.io/pod-deletion-cost` over 2^27, plus its priority over 2^25, clamped
+/// to [−10, 10]. A deletion cost that does not parse adds nothing (Karpenter logs it).
+pub fn eviction_cost(p: &Pod) -> f64 {
+    let mut cost = 1.0;
+    if let Some(c) = p
+        .annotations
+        .get(labels::POD_DELETION_COST)
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|c| c.is_finite())
+    {
+        cost += c / f64::from(1u32 << 27);
+    }
+    cost += f64::from(p.priority) / f64::from(1u32 << 25);
+    cost.clamp(-10.0, 10.0)
+}
+
+/// The share of a node's lifetime left before `expireAfter` (Karpenter's `LifetimeRemaining`):
+/// 1 without an expiry, falling to 0 as the node ages towards it.
+pub fn lifetime_remaining(age_seconds: Option<f64>, expire_after_seconds: Option<u64>) -> f64 {
+    match (age_seconds, expire_after_seconds) {
+        (Some(age), Some(total)) if total > 0 => {
+            ((total as f64 - age) / total as f64).clamp(0.0, 1.0)
+        }
+        _ => 1.0,
     }
 }
 
@@ -470,12 +503,14 @@ impl<'a> Engine<'a> {
         let input = self.input;
         *self.budget.entry((pool, reason)).or_insert_with(|| {
             let np = &input.nodepools[pool];
+            // Karpenter's count: initialized nodes make the total; of those, NotReady and
+            // going ones use the budget up (a cordon does not).
             let mine: Vec<&NodeInfo> = input
                 .nodes
                 .iter()
-                .filter(|n| n.nodepool.as_deref() == Some(&np.name))
+                .filter(|n| n.nodepool.as_deref() == Some(&np.name) && n.initialized)
                 .collect();
-            let disrupting = mine.iter().filter(|n| n.disrupting()).count() as i64;
+            let disrupting = mine.iter().filter(|n| n.node.budget_disrupting()).count() as i64;
             let allowed = np.budgets.allows(reason, mine.len() as i64, input.now);
             if allowed == i64::MAX {
                 allowed
@@ -488,6 +523,9 @@ impl<'a> Engine<'a> {
     /// Why a node may not be disrupted voluntarily, if it may not.
     fn voluntary_block(&self, node: usize) -> Option<String> {
         let n = &self.input.nodes[node];
+        if !n.initialized {
+            return Some("not initialized yet".into());
+        }
         if n.disrupting() {
             return Some("already disrupting, cordoned or not ready".into());
         }
@@ -919,12 +957,17 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
     if !candidates.is_empty() {
         out.eligible.insert(Reason::Underutilized, candidates.len());
     }
-    // Cheapest to disrupt first: fewest pods, lowest priority; then the most expensive node.
+    // Cheapest to disrupt first, as Karpenter orders candidates (its `DisruptionCost`): the
+    // eviction costs of the pods to move, scaled by the share of the node's lifetime left; on a
+    // tie the most expensive node first.
     let cost = |i: usize| -> f64 {
-        e.movable_pods(i)
+        let pods: f64 = e
+            .movable_pods(i)
             .iter()
-            .map(|&p| 1.0 + (input.pods[p].priority.max(0) as f64 / 1e6).min(10.0))
-            .sum::<f64>()
+            .map(|&p| eviction_cost(&input.pods[p]))
+            .sum();
+        let pool = &input.nodepools[e.pool_of[i].expect("managed")];
+        pods * lifetime_remaining(e.age(i), pool.expire_after_seconds)
     };
     candidates = heap::ordered(candidates, |&a, &b| {
         cost(a)

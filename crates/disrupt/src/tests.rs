@@ -283,23 +283,175 @@ fn empty_nodes_go_in_one_command_as_far_as_the_budget_allows() {
 }
 
 #[test]
-fn disrupting_and_not_ready_nodes_count_against_the_budget() {
-    let t = types();
-    let mut nodes = vec![
-        node("a", "m7i.large", 2.0, &t),
-        node("b", "m7i.large", 2.0, &t),
-        node("c", "m7i.large", 2.0, &t),
+fn budgets_count_as_karpenter_does_initialized_nodes_with_not_ready_and_going_ones_using_them_up() {
+    // Four nodes, `a` holding a pod, `b`, `c`, `d` empty; `c` in the state of the case. How
+    // many empty nodes go in the one emptiness command (Karpenter's BuildDisruptionBudgetMapping:
+    // initialized nodes make the total, NotReady or going ones use the budget up, a cordon does
+    // not; percentages round up).
+    type Case = (&'static str, &'static str, fn(&mut NodeInfo), usize);
+    let cases: [Case; 7] = [
+        ("healthy", "1", |_| {}, 1),
+        (
+            "NotReady",
+            "1",
+            |n| Arc::make_mut(&mut n.node).ready = false,
+            0,
+        ),
+        (
+            "deleting",
+            "1",
+            |n| Arc::make_mut(&mut n.node).deleting = true,
+            0,
+        ),
+        (
+            "carrying the disrupted taint",
+            "1",
+            |n| {
+                Arc::make_mut(&mut n.node)
+                    .taints
+                    .push(capstan_model::Taint {
+                        key: labels::DISRUPTED_TAINT.into(),
+                        value: String::new(),
+                        effect: capstan_model::taints::Effect::NoSchedule,
+                    })
+            },
+            0,
+        ),
+        // A person's cordon does not use the budget; the cordoned node is no candidate.
+        (
+            "cordoned",
+            "1",
+            |n| Arc::make_mut(&mut n.node).unschedulable = true,
+            1,
+        ),
+        // Not initialized (and so NotReady): neither in the total nor using the budget up.
+        (
+            "not initialized",
+            "1",
+            |n| {
+                n.initialized = false;
+                Arc::make_mut(&mut n.node).ready = false;
+            },
+            1,
+        ),
+        // 30% of the three initialized nodes rounds up to 1 (of all four it would be 2).
+        (
+            "not initialized, percentage",
+            "30%",
+            |n| {
+                n.initialized = false;
+                Arc::make_mut(&mut n.node).ready = false;
+            },
+            1,
+        ),
     ];
-    std::sync::Arc::make_mut(&mut nodes[2].node).ready = false;
-    let pods = [pod("p", "a", 500, 512)];
-    let one = pool(json!({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "1"}]}}));
-    let r = eval(&nodes, &pods, &[], &[one], &t);
-    assert!(r.commands.is_empty(), "{r:#?}");
-    let b = r.blocked.iter().find(|b| b.node == "b").unwrap();
-    assert_eq!(
-        b.reason,
-        "budget for nodepool default allows 0 Empty disruptions now"
-    );
+    let t = types();
+    for (state, budget, set, want) in cases {
+        let mut nodes: Vec<NodeInfo> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| node(n, "m7i.large", 2.0, &t))
+            .collect();
+        set(&mut nodes[2]);
+        let pods = [pod("p", "a", 500, 512)];
+        let np =
+            pool(json!({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": budget}]}}));
+        let r = eval(&nodes, &pods, &[], &[np], &t);
+        let gone: usize = r
+            .commands
+            .iter()
+            .filter(|c| c.reason == Reason::Empty)
+            .map(|c| c.candidates.len())
+            .sum();
+        assert_eq!(gone, want, "c {state}, budget {budget}: {r:#?}");
+        assert!(
+            r.commands
+                .iter()
+                .all(|c| !c.candidates.contains(&"c".to_string()) || state == "healthy"),
+            "c {state} is no candidate"
+        );
+    }
+}
+
+#[test]
+fn eviction_cost_and_lifetime_remaining_are_karpenters() {
+    // (pod-deletion-cost, priority, cost)
+    let cases: [(Option<&str>, i32, f64); 6] = [
+        (None, 0, 1.0),
+        (Some("134217728"), 0, 2.0), // 2^27 adds one pod's worth
+        (None, 33_554_432, 2.0),     // 2^25 priority adds one
+        (None, -2_000_000_000, -10.0),
+        (Some("not a number"), 0, 1.0),
+        (Some("2147483647"), 1_000_000_000, 10.0),
+    ];
+    for (deletion_cost, priority, want) in cases {
+        let mut p = pod("p", "a", 100, 128);
+        if let Some(c) = deletion_cost {
+            p.annotations
+                .insert(labels::POD_DELETION_COST.into(), c.into());
+        }
+        p.priority = priority;
+        assert!(
+            (eviction_cost(&p) - want).abs() < 1e-9,
+            "{deletion_cost:?} {priority}: {}",
+            eviction_cost(&p)
+        );
+    }
+    assert_eq!(lifetime_remaining(Some(3600.0), None), 1.0);
+    assert_eq!(lifetime_remaining(None, Some(7200)), 1.0);
+    assert!((lifetime_remaining(Some(1800.0), Some(7200)) - 0.75).abs() < 1e-12);
+    assert_eq!(lifetime_remaining(Some(9000.0), Some(7200)), 0.0);
+}
+
+#[test]
+fn consolidation_takes_the_candidate_karpenter_finds_cheapest_to_disrupt() {
+    // Three nodes, one 1-CPU pod each; any one can go (a budget of one node). Which one is
+    // first by Karpenter's disruption cost: the pods' eviction costs times the lifetime left.
+    type Case = (&'static str, fn(&mut [NodeInfo], &mut [Pod]), &'static str);
+    let cases: [Case; 4] = [
+        ("all alike: the first", |_, _| {}, "a"),
+        (
+            "a's pod costs more to delete",
+            |_, p| {
+                p[0].annotations
+                    .insert(labels::POD_DELETION_COST.into(), "268435456".into());
+            },
+            "b",
+        ),
+        (
+            "a's pod has a higher priority",
+            |_, p| p[0].priority = 100_000_000,
+            "b",
+        ),
+        (
+            "c is near its expiry",
+            |n, _| n[2].created = Some(NOW - 700.0 * 3600.0),
+            "c",
+        ),
+    ];
+    let t = types();
+    for (what, set, want) in cases {
+        let mut nodes: Vec<NodeInfo> = ["a", "b", "c"]
+            .iter()
+            .map(|n| node(n, "m7i.xlarge", 2.0, &t))
+            .collect();
+        let mut pods = vec![
+            pod("pa", "a", 1000, 1024),
+            pod("pb", "b", 1000, 1024),
+            pod("pc", "c", 1000, 1024),
+        ];
+        set(&mut nodes, &mut pods);
+        let np = pool(json!({
+            "template": {"spec": {"expireAfter": "720h"}},
+            "disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "1"}]}}));
+        let r = eval(&nodes, &pods, &[], &[np], &t);
+        let under: Vec<&Command> = r
+            .commands
+            .iter()
+            .filter(|c| c.reason == Reason::Underutilized)
+            .collect();
+        assert_eq!(under.len(), 1, "{what}: {r:#?}");
+        assert_eq!(under[0].candidates, [want.to_string()], "{what}");
+    }
 }
 
 #[test]

@@ -96,10 +96,26 @@ impl Node {
         self.taints.iter().any(|t| is_disrupted_taint(&t.key))
     }
 
-    /// Being disrupted already, cordoned, or NotReady: the node counts against disruption
-    /// budgets and takes no new pods in a what-if.
+    /// Being disrupted already, cordoned, or NotReady: not a candidate for another disruption,
+    /// and takes no new pods in a what-if.
     pub fn is_disrupting(&self) -> bool {
         self.unschedulable || !self.ready || self.has_disrupted_taint()
+    }
+
+    /// Uses up its NodePool's disruption budget, as Karpenter counts (its
+    /// `BuildDisruptionBudgetMapping`): NotReady, or going (deleting, or carrying the disrupted
+    /// taint). A cordon alone does not: `kubectl cordon` is a person's, not a disruption.
+    pub fn budget_disrupting(&self) -> bool {
+        !self.ready || self.deleting || self.has_disrupted_taint()
+    }
+
+    /// Whether the node carries the initialized label (`karpenter.sh/initialized: "true"`):
+    /// only initialized nodes count toward a NodePool's disruption budget.
+    pub fn labelled_initialized(&self) -> bool {
+        self.labels
+            .get(crate::labels::INITIALIZED_LABEL)
+            .map(String::as_str)
+            == Some("true")
     }
 
     /// The node an instance of `t` registers as: the type's labels plus zone, capacity type,

@@ -50,6 +50,9 @@ pub const KARPENTER_DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
 
 /// Pod annotation that keeps a node from being disrupted voluntarily.
 pub const DO_NOT_DISRUPT: &str = "capstan.dev/do-not-disrupt";
+/// Pod annotation ranking pods for removal (the ReplicaSet controller's; Karpenter weighs it in
+/// a pod's eviction cost).
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
 pub const CAPACITY_SPOT: &str = "spot";
 pub const CAPACITY_ON_DEMAND: &str = "on-demand";

@@ -127,11 +127,15 @@ impl Sim {
             let Some(np) = self.sc.nodepools.iter().find(|p| p.name == pool) else {
                 continue;
             };
+            // As Karpenter counts: initialized nodes make the total, NotReady and going ones use
+            // the budget up.
             let mine: Vec<&Arc<Node>> = nodes
                 .iter()
-                .filter(|n| n.labels.get(labels::NODEPOOL) == Some(&pool))
+                .filter(|n| {
+                    n.labels.get(labels::NODEPOOL) == Some(&pool) && n.labelled_initialized()
+                })
                 .collect();
-            let disrupting = mine.iter().filter(|n| n.is_disrupting()).count() as i64;
+            let disrupting = mine.iter().filter(|n| n.budget_disrupting()).count() as i64;
             let allowed = [Reason::Empty, Reason::Underutilized, Reason::Drifted]
                 .into_iter()
                 .map(|r| {
