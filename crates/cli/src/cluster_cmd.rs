@@ -46,16 +46,13 @@ pub struct ControllerArgs {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FeatureGates {
     pub spot_to_spot_consolidation: bool,
+    /// Karpenter's `StaticCapacity`: NodePools with `replicas` keep that many nodes.
+    pub static_capacity: bool,
 }
 
 /// Karpenter's gates capstan does not implement: accepted when off, refused when on (a gate a
 /// user turns on must not be silently ignored).
-const UNIMPLEMENTED_GATES: [&str; 4] = [
-    "NodeRepair",
-    "ReservedCapacity",
-    "NodeOverlay",
-    "StaticCapacity",
-];
+const UNIMPLEMENTED_GATES: [&str; 3] = ["NodeRepair", "ReservedCapacity", "NodeOverlay"];
 
 impl FeatureGates {
     /// `Name=true,Name=false`, as Kubernetes components take `--feature-gates`.
@@ -72,6 +69,7 @@ impl FeatureGates {
             };
             match name.trim() {
                 "SpotToSpotConsolidation" => gates.spot_to_spot_consolidation = on,
+                "StaticCapacity" => gates.static_capacity = on,
                 n if UNIMPLEMENTED_GATES.contains(&n) => {
                     if on {
                         return Err(format!(
@@ -81,7 +79,7 @@ impl FeatureGates {
                 }
                 n => {
                     return Err(format!(
-                        "{n}: no such feature gate (capstan has SpotToSpotConsolidation; {} only off)",
+                        "{n}: no such feature gate (capstan has SpotToSpotConsolidation and StaticCapacity; {} only off)",
                         UNIMPLEMENTED_GATES.join(", ")
                     ));
                 }
@@ -286,6 +284,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         metrics_state_interval: 1.0,
         lease_name: args.lease_name.clone(),
         spot_to_spot_consolidation: args.feature_gates.spot_to_spot_consolidation,
+        static_capacity: args.feature_gates.static_capacity,
         ..Default::default()
     };
     match args.provider.as_str() {
@@ -484,6 +483,7 @@ async fn drive<C: capstan_cloud::CloudProvider>(
     ));
     tracing::info!(%identity, provider = %args.provider, leader_elect = args.leader_elect,
         spot_to_spot_consolidation = args.feature_gates.spot_to_spot_consolidation,
+        static_capacity = args.feature_gates.static_capacity,
         "capstan controller starting");
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -675,9 +675,14 @@ mod tests {
     fn feature_gates_parse_as_kubernetes_components_take_them() {
         let on = FeatureGates {
             spot_to_spot_consolidation: true,
+            ..Default::default()
+        };
+        let both = FeatureGates {
+            spot_to_spot_consolidation: true,
+            static_capacity: true,
         };
         // (flag, result)
-        let cases: [(&str, Result<FeatureGates, &str>); 7] = [
+        let cases: [(&str, Result<FeatureGates, &str>); 8] = [
             ("", Ok(FeatureGates::default())),
             ("SpotToSpotConsolidation=true", Ok(on)),
             (
@@ -685,6 +690,7 @@ mod tests {
                 Ok(on),
             ),
             ("SpotToSpotConsolidation=false", Ok(FeatureGates::default())),
+            ("SpotToSpotConsolidation=true,StaticCapacity=true", Ok(both)),
             (
                 "NodeRepair=true",
                 Err("capstan does not implement Karpenter's NodeRepair"),

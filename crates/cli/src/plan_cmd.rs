@@ -122,7 +122,7 @@ pub fn read_cluster(
                 .map_err(|e| InputError(format!("{path}: nodeclaim {}: {e}", nc.metadata.name)))?;
             if !claim.status.initialized() && !claim.deleting() {
                 if let Some(n) = snap.nodes.iter_mut().find(|n| &n.name == node) {
-                    *n = n.before_initialization(&claim.startup_taints);
+                    *n = n.before_initialization(&claim.startup_taints, &claim.status.allocatable);
                 }
             }
             continue;

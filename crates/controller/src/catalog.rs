@@ -115,16 +115,38 @@ where
     types
 }
 
-/// Writes each NodePool's Ready condition when it changes (Ready=False with the provider's
-/// reason for a pool nothing can be launched for), and says why once as an Event.
+/// Writes each NodePool's conditions when they change — Ready (False with the provider's
+/// reason for a pool nothing can be launched for) and, for a pool that asks for something
+/// capstan does not do, Supported=False saying what it does instead — and says why once as
+/// an Event.
 async fn report_pools<A: crate::api::ClusterApi, C: CloudProvider>(cx: &mut Ctx<'_, A, C>) {
     let now = cx.clock.now().as_secs_f64();
-    let pools: Vec<String> = cx.s.catalog.pools.iter().map(|p| p.name.clone()).collect();
-    for name in pools {
+    let pools: Vec<(String, Vec<String>)> =
+        cx.s.catalog
+            .pools
+            .iter()
+            .map(|p| (p.name.clone(), p.unsupported.clone()))
+            .collect();
+    for (name, unsupported) in pools {
         let failed = cx.s.catalog.failed.get(&name).cloned();
-        let state = (failed.is_none(), failed.clone().unwrap_or_default());
+        let state = (
+            failed.is_none(),
+            failed.clone().unwrap_or_default(),
+            unsupported.clone(),
+        );
         if cx.s.pool_ready.get(&name) == Some(&state) {
             continue;
+        }
+        let at = capstan_model::time::format_rfc3339(cx.config.epoch_unix + now);
+        let mut conditions = Vec::new();
+        if !unsupported.is_empty() {
+            conditions.push(Condition {
+                type_: "Supported".into(),
+                status: "False".into(),
+                reason: "NotSupported".into(),
+                message: unsupported.join("; "),
+                last_transition_time: at.clone(),
+            });
         }
         let condition = Condition {
             type_: "Ready".into(),
@@ -136,14 +158,19 @@ async fn report_pools<A: crate::api::ClusterApi, C: CloudProvider>(cx: &mut Ctx<
             }
             .into(),
             message: state.1.clone(),
-            last_transition_time: capstan_model::time::format_rfc3339(cx.config.epoch_unix + now),
+            last_transition_time: at,
         };
+        conditions.insert(0, condition);
         let w = Write::PoolStatus {
             name: name.clone(),
-            conditions: vec![condition],
+            conditions,
         };
         if cx.write(w).await.is_ok() {
             cx.s.pool_ready.insert(name.clone(), state);
+        }
+        for note in unsupported {
+            cx.warn_once((Kind::NodePool, name.clone()), "NotSupported", note)
+                .await;
         }
         if let Some(why) = failed {
             cx.warn_once((Kind::NodePool, name), "NodeClassNotReady", why)

@@ -65,7 +65,7 @@ pub(crate) struct Shared {
     /// objects still in the cache.
     pub reported: BTreeSet<((Kind, String), String)>,
     /// The Ready condition last written for each NodePool (ready, why not).
-    pub pool_ready: BTreeMap<String, (bool, String)>,
+    pub pool_ready: BTreeMap<String, (bool, String, Vec<String>)>,
     pub metrics: crate::metrics::Metrics,
 }
 
@@ -454,6 +454,11 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
             let name = self.new_claim_name(&pool.name);
             let mut labels = pool.labels.clone();
             labels.insert(labels::NODEPOOL.into(), pool.name.clone());
+            // A value for each custom requirement (a NodePool's `team Exists` narrowed to a
+            // pod's `team: ml`): the node carries it, so the pod binds there.
+            for (k, v) in requirements.node_labels(&name) {
+                labels.entry(k).or_insert(v);
+            }
             let claim = NodeClaim {
                 name: name.clone(),
                 nodepool: pool.name.clone(),

@@ -38,11 +38,27 @@ fn block<F: std::future::Future>(f: F) -> F::Output {
 
 impl World {
     fn new(pool: NodePool) -> World {
+        World::with(pool, |_| {}, |_| {})
+    }
+
+    /// A world whose fake cloud `cloud` configures further.
+    fn with_cloud(pool: NodePool, cloud: impl FnOnce(&mut FakeCloudConfig)) -> World {
+        World::with(pool, cloud, |_| {})
+    }
+
+    /// A world whose fake cloud `cloud` and controllers' configuration `controller` configure
+    /// further.
+    fn with(
+        pool: NodePool,
+        cloud: impl FnOnce(&mut FakeCloudConfig),
+        controller: impl Fn(&mut Config),
+    ) -> World {
         let clock = ManualClock::new();
         let shared: Arc<dyn Clock> = Arc::new(clock.clone());
         let mut config = FakeCloudConfig::default();
         config.boot.min_seconds = 5.0;
         config.boot.max_seconds = 5.0;
+        cloud(&mut config);
         let cloud = FakeCloud::new(config, testkit::small_catalog(), shared.clone());
         let api = InMemoryApi::new(shared.clone());
         api.put(Object::NodePool(Arc::new(pool)));
@@ -51,11 +67,15 @@ impl World {
                 Arc::new(api.client(id)),
                 Arc::new(cloud.clone()),
                 shared.clone(),
-                Config {
-                    identity: id.into(),
-                    batch_idle: 0.0,
-                    validation_delay: 0.0,
-                    ..Default::default()
+                {
+                    let mut c = Config {
+                        identity: id.into(),
+                        batch_idle: 0.0,
+                        validation_delay: 0.0,
+                        ..Default::default()
+                    };
+                    controller(&mut c);
+                    c
                 },
             )
         };
@@ -170,6 +190,20 @@ fn pool(json: serde_json::Value) -> NodePool {
     if let Some(d) = json.get("disruption") {
         o["spec"]["disruption"] = d.clone();
     }
+    let obj: NodePoolObject = serde_json::from_value(o).unwrap();
+    NodePool::compile_fail_closed(&obj).unwrap()
+}
+
+/// A static NodePool of `replicas` m7i.large nodes that would be consolidated at once were
+/// it not static.
+fn static_pool(replicas: u32) -> NodePool {
+    let o = serde_json::json!({
+        "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "fixed"},
+        "spec": {"replicas": replicas,
+                 "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s"},
+                 "template": {"spec": {"requirements": [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7i.large"]}]}}}
+    });
     let obj: NodePoolObject = serde_json::from_value(o).unwrap();
     NodePool::compile_fail_closed(&obj).unwrap()
 }
@@ -316,6 +350,123 @@ fn a_leader_frozen_past_its_renew_deadline_sends_one_write_and_then_none() {
             w.live_instances()
         );
         assert!(!w.a.is_leader());
+    });
+}
+
+#[test]
+fn a_static_nodepool_keeps_its_replicas_empty_or_not_and_scales_down_when_they_are_lowered() {
+    block(async {
+        let mut w = World::with(static_pool(2), |_| {}, |c| c.static_capacity = true);
+        w.run_a(40).await;
+        let claims = w.claims();
+        assert_eq!(claims.len(), 2, "two nodes with no pod asking");
+        assert!(claims.iter().all(|c| c.status.initialized()));
+        assert_eq!(w.nodes().len(), 2);
+        // Empty, consolidateAfter 0s, WhenEmpty: a dynamic pool would remove them by now.
+        w.run_a(60).await;
+        assert_eq!(w.claims().len(), 2, "static nodes are not consolidated");
+        // A pod kube-scheduler cannot place gets no node from a static pool.
+        w.pending_cpu("big", 64_000);
+        w.run_a(20).await;
+        assert_eq!(w.claims().len(), 2);
+        // One replica fewer: one claim goes, the instance with it.
+        w.api
+            .put(crate::api::Object::NodePool(Arc::new(static_pool(1))));
+        w.run_a(30).await;
+        let live: Vec<_> = w.claims().into_iter().filter(|c| !c.deleting()).collect();
+        assert_eq!(live.len(), 1);
+        assert_eq!(w.live_instances(), 1);
+        let scaled = actions(&mut w.a).into_iter().any(|a| {
+            matches!(
+                a,
+                Action::Terminated {
+                    reason: Reason::ScaledDown,
+                    ..
+                }
+            )
+        });
+        assert!(scaled, "the deletion says why");
+    });
+}
+
+#[test]
+fn a_static_nodepool_without_the_static_capacity_gate_launches_nothing_and_says_why() {
+    block(async {
+        let mut w = World::new(static_pool(2));
+        w.pending("web-1");
+        w.run_a(20).await;
+        assert!(w.claims().is_empty());
+        let said: Vec<_> = w
+            .api
+            .events()
+            .into_iter()
+            .filter(|(_, e)| e.reason == "StaticCapacityDisabled")
+            .collect();
+        assert_eq!(said.len(), 1, "said once: {said:?}");
+        assert!(said[0].1.note.contains("StaticCapacity=true"));
+    });
+}
+
+#[test]
+fn a_balanced_nodepool_provisions_and_says_once_that_it_consolidates_only_empty_nodes() {
+    block(async {
+        let o = serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"disruption": {"consolidationPolicy": "Balanced"},
+                     "template": {"spec": {"requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7i.large"]}]}}}
+        });
+        let obj: NodePoolObject = serde_json::from_value(o).unwrap();
+        let mut w = World::new(NodePool::compile_fail_closed(&obj).unwrap());
+        w.pending("web-1");
+        w.run_a(12).await;
+        assert_eq!(w.claims().len(), 1, "the pool provisions");
+        let notes: Vec<String> = w
+            .api
+            .events()
+            .into_iter()
+            .filter(|(_, e)| {
+                e.reason == "NotSupported"
+                    && e.type_ == EventType::Warning
+                    && e.regarding == (Kind::NodePool, "default".to_string())
+            })
+            .map(|(_, e)| e.note)
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("Balanced") && notes[0].contains("WhenEmpty"));
+    });
+}
+
+#[test]
+fn a_claim_whose_launch_has_not_succeeded_in_five_minutes_is_deleted_and_its_pod_planned_again() {
+    block(async {
+        let mut w = World::with_cloud(pool(serde_json::json!({})), |c| {
+            c.faults.launch_failure_rate = 1.0;
+        });
+        w.pending("web-1");
+        w.run_a(5).await;
+        let first = w.claims();
+        assert_eq!(first.len(), 1);
+        w.run_a(290).await;
+        assert_eq!(
+            w.claims()[0].name,
+            first[0].name,
+            "retried, not abandoned, within 5 minutes"
+        );
+        w.run_a(20).await;
+        let abandoned = actions(&mut w.a).into_iter().any(|a| {
+            matches!(&a, Action::LaunchAbandoned { claim, error }
+                if *claim == first[0].name && error.contains("not launched within 300"))
+        });
+        assert!(abandoned, "the first claim is given up after 300 s");
+        let claims = w.claims();
+        assert!(
+            claims.iter().all(|c| c.name != first[0].name),
+            "the first claim is gone: {:?}",
+            claims.iter().map(|c| &c.name).collect::<Vec<_>>()
+        );
+        assert_eq!(claims.len(), 1, "a new claim for the pod");
+        assert_eq!(w.live_instances(), 0);
     });
 }
 

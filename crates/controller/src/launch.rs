@@ -107,6 +107,11 @@ impl Launcher {
         now: f64,
         c: &NodeClaim,
     ) {
+        if c.status.launched_at.is_none() && now - c.created >= cx.config.launch_ttl {
+            let why = format!("not launched within {} s", cx.config.launch_ttl);
+            self.abandon(cx, now, c, &why).await;
+            return;
+        }
         for _ in 0..MAX_FALLBACKS {
             if !self.launch_once(cx, now, c).await {
                 return;

@@ -93,6 +93,9 @@ pub struct Config {
     pub unavailable_ttl: f64,
     /// A launched instance whose node has not registered after this long is replaced.
     pub registration_ttl: f64,
+    /// A claim whose launch has not succeeded this long after it was made is deleted and its
+    /// pods planned again (Karpenter's launch timeout).
+    pub launch_ttl: f64,
     pub disruption_interval: f64,
     /// After an evaluation that found nothing to do, the next waits for a change to nodes or
     /// claims, or this long.
@@ -129,6 +132,10 @@ pub struct Config {
     /// consolidation may replace spot nodes with cheaper spot nodes (a single node only with
     /// 15 cheaper spot types). Off, spot nodes are only deleted.
     pub spot_to_spot_consolidation: bool,
+    /// Karpenter's `StaticCapacity` feature gate (off by default, as Karpenter's): NodePools
+    /// with `replicas` keep that many nodes. Off, such a NodePool launches nothing and says
+    /// why.
+    pub static_capacity: bool,
 }
 
 impl Default for Config {
@@ -145,6 +152,7 @@ impl Default for Config {
             backoff_max: 300.0,
             unavailable_ttl: 180.0,
             registration_ttl: 900.0,
+            launch_ttl: 300.0,
             disruption_interval: 10.0,
             quiet_interval: 60.0,
             validation_delay: 15.0,
@@ -161,6 +169,7 @@ impl Default for Config {
             metrics_state_interval: 0.0,
             lease_name: api::LEASE_NAME.to_string(),
             spot_to_spot_consolidation: false,
+            static_capacity: false,
         }
     }
 }

@@ -188,12 +188,121 @@ fn pools_fingerprint(cache: &Cache) -> u64 {
     h
 }
 
+/// Static NodePools (`replicas`, Karpenter's static capacity, behind its `StaticCapacity`
+/// feature gate; with the gate off they launch nothing and say so once): each keeps that many
+/// NodeClaims whatever the pods — new ones over every type its requirements allow, cheapest
+/// first; when replicas go down, the claims whose nodes run the fewest pods (not yet up
+/// first, then the newest) are deleted. `limits.nodes` caps the count.
+async fn keep_static_pools<A: ClusterApi, C: CloudProvider>(cx: &mut Ctx<'_, A, C>, now: f64) {
+    let pools: Vec<capstan_model::NodePool> = cx
+        .cache()
+        .nodepools()
+        .filter(|p| p.replicas.is_some())
+        .map(|p| capstan_model::NodePool::clone(p))
+        .collect();
+    for pool in pools {
+        if !cx.config.static_capacity {
+            let why = format!(
+                "NodePool {} sets replicas, which takes Karpenter's StaticCapacity feature gate (--feature-gates StaticCapacity=true); it is off, so the NodePool launches nothing",
+                pool.name
+            );
+            cx.warn_once(
+                (Kind::NodePool, pool.name.clone()),
+                "StaticCapacityDisabled",
+                why,
+            )
+            .await;
+            continue;
+        }
+        let want = pool.replicas.unwrap_or(0) as usize;
+        let want = match pool.limits.get("nodes") {
+            Some(&n) => want.min(n.max(0) as usize),
+            None => want,
+        };
+        let mut live: Vec<Arc<capstan_model::NodeClaim>> = cx
+            .cache()
+            .claims()
+            .filter(|c| c.nodepool == pool.name && !c.deleting())
+            .cloned()
+            .collect();
+        if live.len() < want {
+            if cx.s.catalog.failed(&pool.name).is_some() {
+                continue;
+            }
+            let types = instance_types(cx, now).await;
+            let mut options: Vec<(f64, String)> = types
+                .iter()
+                .filter(|t| capstan_sched::predicates::type_compatible(t, &pool.requirements))
+                .filter_map(|t| {
+                    let o = t.cheapest_offering(&pool.requirements)?;
+                    Some((o.price, t.name.clone()))
+                })
+                .collect();
+            options.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+            let mut names: Vec<String> = Vec::new();
+            for (_, n) in options {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+            if names.is_empty() {
+                let why = format!(
+                    "static NodePool {}: no instance type its requirements allow has an available offering",
+                    pool.name
+                );
+                cx.warn_once(
+                    (Kind::NodePool, pool.name.clone()),
+                    "NoCompatibleInstanceTypes",
+                    why,
+                )
+                .await;
+                continue;
+            }
+            for _ in live.len()..want {
+                let made = cx
+                    .create_claim(
+                        "static",
+                        &pool,
+                        pool.requirements.clone(),
+                        names.clone(),
+                        capstan_model::Resources::new(),
+                    )
+                    .await;
+                if made.is_none() {
+                    break;
+                }
+            }
+        } else if live.len() > want {
+            let cache = cx.cache();
+            let pods = |c: &capstan_model::NodeClaim| {
+                c.status
+                    .node_name
+                    .as_ref()
+                    .map_or(0, |n| cache.workload_pods_on(n).len())
+            };
+            live.sort_by(|a, b| {
+                a.status
+                    .initialized()
+                    .cmp(&b.status.initialized())
+                    .then_with(|| pods(a).cmp(&pods(b)))
+                    .then_with(|| b.created.total_cmp(&a.created))
+                    .then_with(|| a.name.cmp(&b.name))
+            });
+            for c in &live[..live.len() - want] {
+                cx.begin_deletion(&c.name, capstan_model::disruption::Reason::ScaledDown, None)
+                    .await;
+            }
+        }
+    }
+}
+
 impl Provisioner {
     pub async fn reconcile<A: ClusterApi, C: CloudProvider>(
         &mut self,
         cx: &mut Ctx<'_, A, C>,
         now: f64,
     ) {
+        keep_static_pools(cx, now).await;
         // Nominations end when their claim is gone, or once its node is up.
         let cache = &cx.s.cache;
         let live: BTreeSet<String> = cache
@@ -217,7 +326,7 @@ impl Provisioner {
         let types = instance_types(cx, now).await;
         // NodePools the provider cannot launch for get nothing (their Ready condition says why).
         let mut pools = cx.s.cache.nodepool_list();
-        pools.retain(|p| cx.s.catalog.failed(&p.name).is_none());
+        pools.retain(|p| p.replicas.is_none() && cx.s.catalog.failed(&p.name).is_none());
         if pools.is_empty() {
             return;
         }
@@ -350,7 +459,7 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
         let coming_up = cache
             .claim_of_node(n)
             .filter(|c| !c.status.initialized() && !c.deleting())
-            .map(|c| n.before_initialization(&c.startup_taints));
+            .map(|c| n.before_initialization(&c.startup_taints, &c.status.allocatable));
         b.node(
             coming_up.as_ref().unwrap_or(n),
             pool,

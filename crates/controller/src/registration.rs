@@ -83,13 +83,28 @@ pub fn missing_taints(node: &Node, claim: &NodeClaim) -> Vec<Taint> {
         .collect()
 }
 
-/// Whether a claim's node is initialized: Ready, with its startup taints gone.
+/// Whether a claim's node is initialized: Ready, its startup taints gone, and every extended
+/// resource its pods asked for in its allocatable — a GPU node's device plugin registers
+/// `nvidia.com/gpu` some time after the kubelet is Ready (Karpenter's
+/// `RequestedResourcesRegistered`).
 pub fn initialized(node: &Node, claim: &NodeClaim) -> bool {
     node.ready
         && !claim
             .startup_taints
             .iter()
             .any(|s| node.taints.iter().any(|t| t.key == s.key))
+        && unregistered_resource(node, claim).is_none()
+}
+
+/// The first extended resource the claim's pods requested that the node's allocatable does
+/// not have yet.
+pub fn unregistered_resource<'c>(node: &Node, claim: &'c NodeClaim) -> Option<&'c str> {
+    claim
+        .requests
+        .extended
+        .iter()
+        .find(|(k, v)| **v > 0 && node.allocatable.get(k) <= 0)
+        .map(|(k, _)| k.as_str())
 }
 
 pub(crate) async fn register<A: ClusterApi, C: CloudProvider>(
@@ -291,23 +306,41 @@ mod tests {
     }
 
     #[test]
-    fn a_node_is_initialized_when_ready_with_its_startup_taints_gone() {
-        let c = claim();
-        // (ready, taints, initialized)
+    fn a_node_is_initialized_when_ready_with_its_startup_taints_gone_and_its_gpus_registered() {
+        let mut c = claim();
+        c.requests.cpu = 3000;
+        c.requests.set("nvidia.com/gpu", 2);
+        let gpus = |n: i64| {
+            let mut r = capstan_model::Resources::new();
+            r.cpu = 8000;
+            r.set("nvidia.com/gpu", n);
+            r
+        };
+        // (ready, taints, allocatable GPUs, initialized)
         let cases = [
-            (false, vec![], false),
-            (true, vec![taint("init")], false),
-            (true, vec![taint("dedicated")], true),
-            (true, vec![], true),
+            (false, vec![], 4, false),
+            (true, vec![taint("init")], 4, false),
+            (true, vec![taint("dedicated")], 4, true),
+            (true, vec![], 4, true),
+            // Ready, but the device plugin has not registered the GPUs yet.
+            (true, vec![], 0, false),
+            (true, vec![], 1, true),
         ];
-        for (ready, taints, want) in cases {
+        for (ready, taints, gpu, want) in cases {
             let n = Node {
                 ready,
                 taints: taints.clone(),
+                allocatable: gpus(gpu),
                 ..Default::default()
             };
-            assert_eq!(initialized(&n, &c), want, "{ready} {taints:?}");
+            assert_eq!(initialized(&n, &c), want, "{ready} {taints:?} {gpu}");
         }
+        let waiting = Node {
+            ready: true,
+            allocatable: gpus(0),
+            ..Default::default()
+        };
+        assert_eq!(unregistered_resource(&waiting, &c), Some("nvidia.com/gpu"));
         let bare = Node::default();
         assert_eq!(missing_taints(&bare, &c).len(), 2);
     }

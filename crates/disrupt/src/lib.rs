@@ -871,9 +871,14 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             }
             let p = e.pool_of[i].expect("managed");
             let np = &input.nodepools[p];
+            // A static NodePool's (`replicas`) nodes are not consolidated, empty or not.
             let applies = match reason {
                 Reason::Drifted => e.drifted(i, p).is_some(),
-                _ => e.movable_pods(i).is_empty() && e.settled(i, np.consolidate_after_seconds),
+                _ => {
+                    np.replicas.is_none()
+                        && e.movable_pods(i).is_empty()
+                        && e.settled(i, np.consolidate_after_seconds)
+                }
             };
             if !applies {
                 continue;
@@ -942,6 +947,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         .filter(|&i| {
             let np = &input.nodepools[e.pool_of[i].expect("managed")];
             np.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
+                && np.replicas.is_none()
                 && e.settled(i, np.consolidate_after_seconds)
         })
         .collect();

@@ -192,7 +192,7 @@ fn nodepool_spec() -> Value {
         &mut v,
         &[d[0], "consolidationPolicy"],
         "enum",
-        json!(["WhenEmpty", "WhenEmptyOrUnderutilized"]),
+        json!(["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]),
     );
     set(
         &mut v,

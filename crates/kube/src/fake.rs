@@ -27,7 +27,7 @@ use capstan_model::labels::{self, UNREGISTERED_TAINT};
 use capstan_model::{InstanceType, NodePool, Resources};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -228,7 +228,14 @@ impl CloudProvider for ClusterFakeCloud {
             .and_then(|d| capstan_model::time::parse_duration(d).ok().flatten())
             .map(|s| s as f64)
             .unwrap_or(DEFAULT_BOOT_SECONDS);
+        let devices = class
+            .device_plugin_delay
+            .as_deref()
+            .and_then(|d| capstan_model::time::parse_duration(d).ok().flatten())
+            .map(|s| s as f64)
+            .filter(|&s| s > 0.0);
         let launched = self.now();
+        let ready_at = inst.ready_at.map(|_| launched + boot);
         let mut labels = (*inst.labels).clone();
         for (k, v) in req.requirements.single_values() {
             labels.entry(k).or_insert(v);
@@ -243,7 +250,8 @@ impl CloudProvider for ClusterFakeCloud {
             capacity_type: inst.capacity_type.clone(),
             price_usd_per_hour: inst.price,
             launched_at: launched,
-            ready_at: inst.ready_at.map(|_| launched + boot),
+            ready_at,
+            devices_at: ready_at.zip(devices).map(|(r, d)| r + d),
             node_name: req.claim_name.clone(),
             labels,
             taints: req.taints.iter().map(TaintRecord::from).collect(),
@@ -363,8 +371,13 @@ fn quantities(r: &Resources) -> BTreeMap<String, Quantity> {
         .collect()
 }
 
-/// The Node a booted instance registers as.
-pub fn node_for(s: &FakeInstanceSpec, t: Option<&InstanceType>) -> Value {
+/// Annotation on a fake Node whose extended resources are not registered yet: the Unix
+/// seconds the device plugin registers them.
+pub const DEVICES_AT_ANNOTATION: &str = "capstan.dev/device-plugin-at";
+
+/// The Node a booted instance registers as, at `now`: until the instance's `devices_at`, its
+/// extended resources read 0, as a kubelet reports them before the device plugin registers.
+pub fn node_for(s: &FakeInstanceSpec, t: Option<&InstanceType>, now: f64) -> Value {
     let mut l = s.labels.clone();
     l.insert(labels::HOSTNAME.into(), s.node_name.clone());
     l.insert(labels::INSTANCE_TYPE.into(), s.instance_type.clone());
@@ -384,17 +397,25 @@ pub fn node_for(s: &FakeInstanceSpec, t: Option<&InstanceType>) -> Value {
         }
         taints.push(v);
     }
-    let (capacity, allocatable) = match t {
+    let (mut capacity, mut allocatable) = match t {
         Some(t) => (quantities(&t.capacity), quantities(&t.allocatable)),
         None => (BTreeMap::new(), BTreeMap::new()),
     };
+    let mut annotations = json!({KWOK_ANNOTATION: "fake", "capstan.dev/fake-instance": instance_name(&s.client_token)});
+    if let (Some(at), Some(t)) = (s.devices_at.filter(|&at| at > now), t) {
+        for k in t.allocatable.extended.keys() {
+            allocatable.insert(k.clone(), Quantity("0".into()));
+            capacity.insert(k.clone(), Quantity("0".into()));
+        }
+        annotations[DEVICES_AT_ANNOTATION] = json!(format!("{at:.3}"));
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": s.node_name,
             "labels": l,
-            "annotations": {KWOK_ANNOTATION: "fake", "capstan.dev/fake-instance": instance_name(&s.client_token)},
+            "annotations": annotations,
         },
         "spec": {"providerID": s.provider_id, "taints": taints},
         "status": {"capacity": capacity, "allocatable": allocatable,
@@ -454,6 +475,18 @@ impl FakeNodes {
                 ))
             })
             .collect();
+        // Nodes whose device plugin has not registered their extended resources yet.
+        let devices_pending: std::collections::BTreeSet<String> = existing
+            .items
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(DEVICES_AT_ANNOTATION))
+            })
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
         let mut wanted = std::collections::BTreeSet::new();
         let mut created = 0;
         for d in &instances.items {
@@ -461,11 +494,17 @@ impl FakeNodes {
                 continue;
             };
             wanted.insert(s.node_name.clone());
+            let t = self.types.iter().find(|t| t.name == s.instance_type);
+            if devices_pending.contains(&s.node_name) && s.devices_at.is_none_or(|d| d <= now) {
+                if let Some(t) = t {
+                    self.register_devices(&nodes, &s.node_name, t).await?;
+                }
+                continue;
+            }
             if have.contains_key(&s.node_name) || s.ready_at.is_none_or(|r| r > now) {
                 continue;
             }
-            let t = self.types.iter().find(|t| t.name == s.instance_type);
-            let node: Node = serde_json::from_value(node_for(&s, t))
+            let node: Node = serde_json::from_value(node_for(&s, t, now))
                 .map_err(|e| capstan_controller::api::ApiError::Unavailable(e.to_string()))?;
             self.throttle.wait().await;
             match nodes.create(&PostParams::default(), &node).await {
@@ -487,6 +526,36 @@ impl FakeNodes {
             }
         }
         Ok((created, deleted))
+    }
+
+    /// The device plugin registers: the node's extended resources get their full amounts in
+    /// its status, then the annotation that said they were coming goes.
+    async fn register_devices(
+        &self,
+        nodes: &Api<Node>,
+        name: &str,
+        t: &InstanceType,
+    ) -> Result<(), capstan_controller::api::ApiError> {
+        let pick = |r: &Resources| {
+            quantities(r)
+                .into_iter()
+                .filter(|(k, _)| t.allocatable.extended.contains_key(k))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let status =
+            json!({"status": {"capacity": pick(&t.capacity), "allocatable": pick(&t.allocatable)}});
+        self.throttle.wait().await;
+        nodes
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map_err(|e| api_error(name, Kind::Node, e))?;
+        let meta = json!({"metadata": {"annotations": {DEVICES_AT_ANNOTATION: null}}});
+        self.throttle.wait().await;
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&meta))
+            .await
+            .map_err(|e| api_error(name, Kind::Node, e))?;
+        Ok(())
     }
 }
 
@@ -516,11 +585,12 @@ mod tests {
             price_usd_per_hour: 0.03,
             launched_at: 0.0,
             ready_at: Some(5.0),
+            devices_at: None,
             node_name: "default-1".into(),
             labels,
             taints: vec![],
         };
-        let n = node_for(&s, Some(t));
+        let n = node_for(&s, Some(t), 5.0);
         let l = &n["metadata"]["labels"];
         assert_eq!(l["karpenter.sh/capacity-type"], "spot");
         assert_eq!(l["capstan.dev/capacity-type"], "spot");
@@ -532,6 +602,45 @@ mod tests {
         assert_eq!(n["spec"]["taints"][0]["key"], UNREGISTERED_TAINT);
         assert_eq!(n["status"]["allocatable"]["pods"], "29");
         let _: Node = serde_json::from_value(n).unwrap();
+    }
+
+    #[test]
+    fn a_gpu_nodes_gpus_read_zero_until_its_device_plugin_registers_them() {
+        let catalog = capstan_model::Catalog::builtin();
+        let t = catalog
+            .instance_types
+            .iter()
+            .find(|t| t.allocatable.get("nvidia.com/gpu") > 0)
+            .unwrap();
+        let s = FakeInstanceSpec {
+            provider_id: "fake:///us-east-1a/i-2".into(),
+            client_token: "gpu-1-u".into(),
+            instance_type: t.name.clone(),
+            zone: "us-east-1a".into(),
+            ready_at: Some(5.0),
+            devices_at: Some(25.0),
+            node_name: "gpu-1".into(),
+            ..Default::default()
+        };
+        // (now, GPUs in allocatable, annotation)
+        for (now, gpus, pending) in [(5.0, "0", true), (25.0, "", false)] {
+            let n = node_for(&s, Some(t), now);
+            let want = if gpus.is_empty() {
+                t.allocatable.get("nvidia.com/gpu").to_string()
+            } else {
+                gpus.to_string()
+            };
+            assert_eq!(n["status"]["allocatable"]["nvidia.com/gpu"], want, "{now}");
+            assert_eq!(n["status"]["capacity"]["nvidia.com/gpu"], want, "{now}");
+            assert_eq!(
+                n["metadata"]["annotations"]
+                    .get(DEVICES_AT_ANNOTATION)
+                    .is_some(),
+                pending,
+                "{now}"
+            );
+            assert_ne!(n["status"]["allocatable"]["cpu"], "0");
+        }
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub const FAKE: &[Permission] = &[
     ("capstan.dev", "fakeinstances", "delete"),
     ("capstan.dev", "fakenodeclasses", "get"),
     ("", "nodes", "create"),
+    // Its device plugins register GPUs in a Node's status (`devicePluginDelay`).
+    ("", "nodes/status", "patch"),
 ];
 
 /// In the Lease's namespace: leader election.

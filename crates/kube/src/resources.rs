@@ -26,6 +26,12 @@ pub struct FakeNodeClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
     pub boot_delay: Option<String>,
+    /// Time from an instance's Node appearing until its extended resources (GPUs) are in its
+    /// capacity and allocatable, as a device plugin registers them after the kubelet (a Go
+    /// duration; default `0s`: with the Node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    pub device_plugin_delay: Option<String>,
     /// Fraction of launches that fail with a transient error, 0–1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
@@ -96,6 +102,9 @@ pub struct FakeInstanceSpec {
     /// Unix seconds its Node appears; absent: never (a fault).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_at: Option<f64>,
+    /// Unix seconds its extended resources (GPUs) are registered; absent: with the Node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices_at: Option<f64>,
     /// The Node's name when it appears.
     pub node_name: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -57,10 +57,17 @@ pub const EPHEMERAL_TAINTS: [(&str, Effect); 4] = [
 impl Node {
     /// The node as the provisioner's scheduler sees it while it is not initialized: without
     /// the ephemeral taints ([`EPHEMERAL_TAINTS`]) and its NodeClaim's `startup` taints, which
-    /// go as it comes up (Karpenter's `StateNode.Taints`). Pending pods that fit wait for it
-    /// rather than get another node bought for them.
-    pub fn before_initialization(&self, startup: &[Taint]) -> Node {
+    /// go as it comes up (Karpenter's `StateNode.Taints`), and with what its NodeClaim expects
+    /// where its allocatable still reads zero — GPUs before the device plugin registers them
+    /// (Karpenter's `StateNode.Allocatable`). Pending pods that fit wait for it rather than get
+    /// another node bought for them.
+    pub fn before_initialization(&self, startup: &[Taint], expected: &Resources) -> Node {
         let mut n = self.clone();
+        for (k, v) in expected.iter() {
+            if n.allocatable.get(k) == 0 {
+                n.allocatable.set(k, v);
+            }
+        }
         n.taints.retain(|t| {
             !EPHEMERAL_TAINTS
                 .iter()
@@ -891,11 +898,27 @@ mod tests {
                 ..Default::default()
             };
             assert_eq!(
-                n.before_initialization(&startup).taints.len() == 1,
+                n.before_initialization(&startup, &Resources::new())
+                    .taints
+                    .len()
+                    == 1,
                 kept,
                 "{taint:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_node_before_initialization_has_the_gpus_its_claim_expects_where_it_reads_zero() {
+        let mut node = Node::default();
+        node.allocatable.cpu = 3920;
+        node.allocatable.set("nvidia.com/gpu", 0);
+        let mut expected = Resources::new();
+        expected.cpu = 4000;
+        expected.set("nvidia.com/gpu", 1);
+        let n = node.before_initialization(&[], &expected);
+        assert_eq!(n.allocatable.get("nvidia.com/gpu"), 1);
+        assert_eq!(n.allocatable.cpu, 3920, "what the node reports stands");
     }
 
     fn pod_from(json: serde_json::Value) -> Result<Pod, FieldError> {

@@ -36,10 +36,12 @@ pub enum Reason {
     DisruptionAborted,
     /// No offering of the claim can ever launch.
     LaunchFailed,
+    /// A static NodePool's replicas were lowered.
+    ScaledDown,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 14] = [
         Reason::Empty,
         Reason::Underutilized,
         Reason::Drifted,
@@ -53,6 +55,7 @@ impl Reason {
         Reason::NotRegistered,
         Reason::DisruptionAborted,
         Reason::LaunchFailed,
+        Reason::ScaledDown,
     ];
 
     /// The name NodePool budgets, Events and conditions use.
@@ -71,6 +74,7 @@ impl Reason {
             Reason::NotRegistered => "NotRegistered",
             Reason::DisruptionAborted => "DisruptionAborted",
             Reason::LaunchFailed => "LaunchFailed",
+            Reason::ScaledDown => "ScaledDown",
         }
     }
 

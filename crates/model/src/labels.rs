@@ -136,6 +136,39 @@ pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)
 }
 
+/// Whether a node-label key is one capstan does not put on nodes from requirements
+/// (Karpenter's `IsRestrictedNodeLabel`): a well-known key (the instance type gives it), or a
+/// key in `kubernetes.io`, `k8s.io`, `karpenter.sh`, `karpenter.k8s.aws` or `capstan.dev`,
+/// except `node.kubernetes.io`, `node-restriction.kubernetes.io` and `kops.k8s.io`.
+pub fn is_restricted(key: &str) -> bool {
+    if is_well_known(key) {
+        return true;
+    }
+    let Some((domain, _)) = key.split_once('/') else {
+        return false;
+    };
+    let under = |d: &str| domain == d || domain.ends_with(&format!(".{d}"));
+    if [
+        "node.kubernetes.io",
+        "node-restriction.kubernetes.io",
+        "kops.k8s.io",
+    ]
+    .iter()
+    .any(|d| under(d))
+    {
+        return false;
+    }
+    [
+        "kubernetes.io",
+        "k8s.io",
+        "karpenter.sh",
+        "karpenter.k8s.aws",
+        "capstan.dev",
+    ]
+    .iter()
+    .any(|d| under(d))
+}
+
 /// Maps a node-label key to capstan's spelling: Karpenter's `karpenter.sh/capacity-type`,
 /// `karpenter.sh/nodepool`, `karpenter.k8s.aws/instance-*` and `karpenter.sh/do-not-disrupt`
 /// mean exactly what the `capstan.dev/` keys mean; the deprecated beta labels mean the GA ones.

@@ -237,6 +237,12 @@ pub struct NodePool {
     /// Replace spot nodes on a rebalance recommendation (annotation
     /// `capstan.dev/spot-rebalance: "true"`).
     pub spot_rebalance: bool,
+    /// A static NodePool (Karpenter's `spec.replicas`): this many nodes whatever the pods,
+    /// no pod-driven launches and no consolidation.
+    pub replicas: Option<u32>,
+    /// What the NodePool asks for that capstan reads but does not do, and what it does
+    /// instead — one sentence each, for the NodePool's status and an Event.
+    pub unsupported: Vec<String>,
     pub spec: NodePoolSpec,
 }
 
@@ -401,15 +407,28 @@ impl NodePool {
             None,
         )?;
         let disruption = spec.disruption.clone().unwrap_or_default();
+        let mut unsupported = Vec::new();
         let consolidation_policy = match disruption.consolidation_policy.as_deref() {
             None | Some("WhenEmptyOrUnderutilized") => {
                 ConsolidationPolicy::WhenEmptyOrUnderutilized
             }
             Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
+            // Karpenter's Balanced weighs a move's savings against its disruption cost with a
+            // threshold capstan does not have yet: it fails safe, to the policy that disrupts
+            // the least, and says so.
+            Some("Balanced") => {
+                unsupported.push(
+                    "consolidationPolicy Balanced is not supported yet: only empty nodes are consolidated (as WhenEmpty)"
+                        .to_string(),
+                );
+                ConsolidationPolicy::WhenEmpty
+            }
             Some(other) => {
                 return Err(FieldError::new(
                     "spec.disruption.consolidationPolicy",
-                    format!("expected WhenEmpty or WhenEmptyOrUnderutilized, got {other:?}"),
+                    format!(
+                        "expected WhenEmpty, WhenEmptyOrUnderutilized or Balanced, got {other:?}"
+                    ),
                 ));
             }
         };
@@ -430,6 +449,28 @@ impl NodePool {
                 format!("must be between 0 and 100, got {w}"),
             ));
         }
+        let replicas = match spec.replicas {
+            None => None,
+            Some(r) => {
+                let r = u32::try_from(r).map_err(|_| {
+                    FieldError::new("spec.replicas", format!("must be 0 or more, got {r}"))
+                })?;
+                // Karpenter's CRD rules for static NodePools.
+                if let Some(k) = limits.keys().find(|k| *k != "nodes") {
+                    return Err(FieldError::new(
+                        format!("spec.limits.{k}"),
+                        "a static NodePool (replicas set) takes only limits.nodes",
+                    ));
+                }
+                if spec.weight.is_some() {
+                    return Err(FieldError::new(
+                        "spec.weight",
+                        "a static NodePool (replicas set) takes no weight",
+                    ));
+                }
+                Some(r)
+            }
+        };
         Ok(NodePool {
             name: obj.metadata.name.clone(),
             weight: spec.weight.unwrap_or(0),
@@ -448,6 +489,8 @@ impl NodePool {
                 .annotations
                 .get("capstan.dev/spot-rebalance")
                 .is_some_and(|v| v == "true"),
+            replicas,
+            unsupported,
             spec: spec.clone(),
         })
     }
@@ -755,6 +798,60 @@ mod tests {
             assert!(p.requirements.allows(key, value), "{key}={value}");
             assert!(!p.requirements.has_key(key), "{key} is not defaulted");
         }
+    }
+
+    #[test]
+    fn a_balanced_nodepool_loads_consolidates_only_empty_nodes_and_says_so() {
+        let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": KARPENTER_API_VERSION, "kind": "NodePool", "metadata": {"name": "b"},
+            "spec": {"template": {"spec": {"requirements": []}},
+                     "disruption": {"consolidationPolicy": "Balanced"}}
+        }))
+        .unwrap();
+        let p = NodePool::compile(&obj).unwrap();
+        assert_eq!(p.consolidation_policy, ConsolidationPolicy::WhenEmpty);
+        assert_eq!(p.unsupported.len(), 1);
+        assert!(p.unsupported[0].contains("Balanced"), "{:?}", p.unsupported);
+        assert!(NodePool::default_pool().unsupported.is_empty());
+    }
+
+    #[test]
+    fn a_static_nodepool_takes_replicas_with_only_a_nodes_limit_and_no_weight() {
+        // (extra spec, replicas or the field that is refused)
+        let cases = [
+            (serde_json::json!({"replicas": 3}), Ok(3)),
+            (serde_json::json!({"replicas": 0}), Ok(0)),
+            (
+                serde_json::json!({"replicas": 3, "limits": {"nodes": "5"}}),
+                Ok(3),
+            ),
+            (serde_json::json!({"replicas": -1}), Err("spec.replicas")),
+            (
+                serde_json::json!({"replicas": 3, "limits": {"cpu": "100"}}),
+                Err("spec.limits.cpu"),
+            ),
+            (
+                serde_json::json!({"replicas": 3, "weight": 10}),
+                Err("spec.weight"),
+            ),
+        ];
+        for (extra, want) in cases {
+            let mut spec = serde_json::json!({"template": {"spec": {"requirements": []}}});
+            for (k, v) in extra.as_object().unwrap() {
+                spec[k] = v.clone();
+            }
+            let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": API_VERSION, "kind": "NodePool", "metadata": {"name": "static"},
+                "spec": spec
+            }))
+            .unwrap();
+            let got = NodePool::compile(&obj)
+                .map(|p| p.replicas.unwrap())
+                .map_err(|e| e.field.clone());
+            assert_eq!(got, want.map_err(String::from), "{extra}");
+        }
+        let dynamic = NodePool::default_pool();
+        assert_eq!(dynamic.replicas, None);
     }
 
     #[test]

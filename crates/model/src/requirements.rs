@@ -268,6 +268,28 @@ impl Requirement {
         }
     }
 
+    /// A value a node launched for this requirement carries (Karpenter's `Requirement.Any`):
+    /// an `In` requirement's first allowed value; for Exists, NotIn, Gt and Lt a number
+    /// within the bounds that is not excluded, picked by `seed` (Karpenter draws it at
+    /// random; a seed keeps the simulator deterministic). `None` when no value is allowed.
+    pub fn any_value(&self, seed: u64) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        if !self.complement {
+            return self.values.iter().find(|v| self.within_bounds(v)).cloned();
+        }
+        let lo = i128::from(self.greater_than.map_or(0, |g| g.saturating_add(1)));
+        let hi = i128::from(self.less_than.unwrap_or(i64::MAX));
+        if hi <= lo {
+            return None;
+        }
+        let span = (hi - lo) as u128;
+        (0..=self.values.len() as u64)
+            .map(|i| (lo + (u128::from(seed.wrapping_add(i)) % span) as i128).to_string())
+            .find(|v| self.has(v))
+    }
+
     /// Whether `value` is allowed.
     pub fn has(&self, value: &str) -> bool {
         let listed = self
@@ -561,6 +583,24 @@ impl Requirements {
         Ok(())
     }
 
+    /// The labels a NodeClaim for these requirements carries besides its template's
+    /// (Karpenter's `Requirements.Labels`): a value ([`Requirement::any_value`]) for every
+    /// requirement whose key is not well-known or in a restricted domain
+    /// ([`labels::is_restricted`]) — the instance type gives those. So a node launched for
+    /// a pod that selects `team: a` under a NodePool's `team Exists` is labelled `team=a`,
+    /// and one for a pod that only asks `team Exists` carries some team.
+    pub fn node_labels(&self, seed: &str) -> BTreeMap<String, String> {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in seed.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.items
+            .iter()
+            .filter(|r| !crate::labels::is_restricted(&r.key))
+            .filter_map(|r| Some((r.key.clone(), r.any_value(h)?)))
+            .collect()
+    }
+
     /// Labels a node launched for these requirements would get: every key with exactly one
     /// allowed value.
     pub fn single_values(&self) -> BTreeMap<String, String> {
@@ -601,6 +641,46 @@ mod tests {
 
     fn req(key: &str, op: Operator, values: &[&str]) -> Requirement {
         Requirement::new(key, op, values).unwrap()
+    }
+
+    #[test]
+    fn a_nodeclaim_carries_a_value_for_each_custom_requirement_that_satisfies_it() {
+        let mut rs = Requirements::new();
+        rs.add(req("team", In, &["ml", "web"]));
+        rs.add(req("tier", Exists, &[]));
+        rs.add(req("rack", NotIn, &["7"]));
+        rs.add(req("gen", Gt, &["4"]));
+        rs.add(req("gpu-free", DoesNotExist, &[]));
+        rs.add(req("node.kubernetes.io/pool", In, &["a"]));
+        rs.add(req(crate::labels::ZONE, In, &["us-east-1a"]));
+        rs.add(req("karpenter.sh/capacity-type", In, &["spot"]));
+        rs.add(req("example.kubernetes.io/x", In, &["y"]));
+        for seed in ["c-1", "c-2", "another-claim"] {
+            let l = rs.node_labels(seed);
+            assert_eq!(
+                l.keys().map(String::as_str).collect::<Vec<_>>(),
+                ["gen", "node.kubernetes.io/pool", "rack", "team", "tier"],
+                "{seed}"
+            );
+            for (k, v) in &l {
+                assert!(rs.get(k).unwrap().has(v), "{seed}: {k}={v}");
+            }
+            assert_eq!(l["team"], "ml");
+            assert_eq!(rs.node_labels(seed), l, "the same seed, the same labels");
+        }
+        // Bounds leave one value; nothing allowed gives no label.
+        assert_eq!(
+            req("k", Gt, &["4"])
+                .intersect(&req("k", Lt, &["6"]))
+                .any_value(99),
+            Some("5".into())
+        );
+        assert_eq!(
+            req("k", In, &["a"])
+                .intersect(&req("k", In, &["b"]))
+                .any_value(1),
+            None
+        );
     }
 
     #[test]

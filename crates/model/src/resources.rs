@@ -199,6 +199,21 @@ impl Resources {
         r
     }
 
+    /// What is left of `self` after `other`, no amount below zero.
+    pub fn minus_floor_zero(&self, other: &Resources) -> Resources {
+        let mut r = self.clone();
+        r.sub(other);
+        let negative: Vec<String> = r
+            .iter()
+            .filter(|(_, v)| *v < 0)
+            .map(|(k, _)| k.to_string())
+            .collect();
+        for k in negative {
+            r.set(&k, 0);
+        }
+        r
+    }
+
     /// Component-wise maximum.
     pub fn max_with(&mut self, other: &Resources) {
         self.cpu = self.cpu.max(other.cpu);

@@ -89,6 +89,9 @@ pub struct Snapshot {
     /// while no bound pod has required anti-affinity, may summarize bound pods here: only
     /// their resources matter then.
     pub used: BTreeMap<String, Resources>,
+    /// Of `used`, the requests of DaemonSet pods, by node: what a node already runs of the
+    /// DaemonSets it will run (DaemonSet pods in `pods` count too).
+    pub daemons_used: BTreeMap<String, Resources>,
     /// Machines left out of `nodes` (they can take none of the pending pods and nothing
     /// pending looks at them) that still count against their NodePool's limits:
     /// (NodePool, capacity).

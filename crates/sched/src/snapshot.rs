@@ -73,6 +73,18 @@ impl SnapshotBuilder {
                 return;
             }
             self.snapshot.used.insert(node.name.clone(), used.clone());
+            let mut daemons = Resources::new();
+            for p in pods
+                .into_iter()
+                .filter(|p| p.is_active() && p.is_daemonset_pod())
+            {
+                daemons.add(&p.requests);
+            }
+            if !daemons.is_zero() {
+                self.snapshot
+                    .daemons_used
+                    .insert(node.name.clone(), daemons);
+            }
         } else {
             self.snapshot.pods.extend(pods.into_iter().cloned());
         }

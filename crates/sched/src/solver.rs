@@ -1,7 +1,7 @@
 //! The scheduling loop: first fit over slots (nodes, in-flight claims, new claims), pods
 //! sorted by CPU then memory descending, preferences relaxed one step at a time.
 
-use crate::predicates::{daemon_overhead, type_allows};
+use crate::predicates::{daemon_overhead, pod_requirements, type_allows};
 use crate::topology::{KeyConstraint, Owned, PodTopology, Topology, pin};
 use crate::{
     Binding, ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, Unschedulable,
@@ -238,8 +238,11 @@ impl<'a> Solver<'a> {
         let pools = input.nodepools;
         let offerings = OfferingIndex::new(types);
 
-        // NodePools by weight (heaviest first), then name.
-        let mut pool_order: Vec<usize> = (0..pools.len()).collect();
+        // NodePools by weight (heaviest first), then name. A static NodePool (`replicas`)
+        // launches for no pod.
+        let mut pool_order: Vec<usize> = (0..pools.len())
+            .filter(|&p| pools[p].replicas.is_none())
+            .collect();
         pool_order.sort_by(|&a, &b| {
             pools[b]
                 .weight
@@ -337,6 +340,44 @@ impl<'a> Solver<'a> {
             if let Some(&s) = p.node_name.as_ref().and_then(|n| by_name.get(n)) {
                 slots[s].used.add(&p.requests);
                 slots[s].ports.extend(p.host_ports.iter().cloned());
+            }
+        }
+
+        // DaemonSet pods a node or in-flight claim will run but does not run yet (it is still
+        // coming up, or the DaemonSet is newer than the node): their requests are held there,
+        // as Karpenter's `ExistingNode` holds them — the requests of the DaemonSets whose
+        // taints and node requirements the node meets, less those of the DaemonSet pods bound
+        // to it, never below zero.
+        if !input.snapshot.daemonsets.is_empty() {
+            let mut running = vec![Resources::new(); slots.len()];
+            for (n, r) in &input.snapshot.daemons_used {
+                if let Some(&s) = by_name.get(n) {
+                    running[s].add(r);
+                }
+            }
+            let bound_daemons = input
+                .snapshot
+                .pods
+                .iter()
+                .filter(|p| p.is_active() && p.is_daemonset_pod());
+            for p in bound_daemons {
+                if let Some(&s) = p.node_name.as_ref().and_then(|n| by_name.get(n)) {
+                    running[s].add(&p.requests);
+                }
+            }
+            for (slot, running) in slots.iter_mut().zip(&running) {
+                let mut due = Resources::new();
+                for ds in &input.snapshot.daemonsets {
+                    if untolerated(&slot.taints, &ds.tolerations, false).is_none()
+                        && slot
+                            .reqs
+                            .compatible(&pod_requirements(ds), Undefined::Deny)
+                            .is_ok()
+                    {
+                        due.add(&ds.requests);
+                    }
+                }
+                slot.used.add(&due.minus_floor_zero(running));
             }
         }
 
@@ -992,8 +1033,14 @@ impl<'a> Solver<'a> {
                 summary.join(", ")
             ));
         }
-        if self.input.nodepools.is_empty() {
+        if self.pool_order.is_empty() {
             parts.push("no NodePool to launch from".into());
+        }
+        for pool in self.input.nodepools.iter().filter(|p| p.replicas.is_some()) {
+            parts.push(format!(
+                "nodepool {}: static (replicas), launches for no pod",
+                pool.name
+            ));
         }
         for &p in &self.pool_order {
             let pool = &self.input.nodepools[p];

@@ -291,6 +291,108 @@ fn daemonset_overhead_can_make_a_type_too_small() {
 }
 
 #[test]
+fn nodes_and_in_flight_claims_hold_room_for_the_daemonset_pods_they_do_not_run_yet() {
+    // One 2-CPU machine, a DaemonSet of 0.5 CPU, a pending pod of 1.8 CPU: the pod goes on the
+    // machine only when the DaemonSet's pod is not still to come there.
+    fn ds_pod(on: &str) -> std::sync::Arc<Pod> {
+        let mut p = plain(&format!("ds-{on}"), 500, 128);
+        p.owner_kind = Some("DaemonSet".into());
+        bound(p, on)
+    }
+    let in_flight = |labels: &[(&str, &str)]| InFlight {
+        name: "m".into(),
+        nodepool: "default".into(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain([(ZONE.to_string(), ZONES[1].to_string())])
+            .collect(),
+        taints: vec![],
+        allocatable: Resources {
+            cpu: 2000,
+            memory: 8 << 30,
+            pods: 29,
+            ..Default::default()
+        },
+        capacity: Resources::default(),
+    };
+    struct Case {
+        what: &'static str,
+        setup: Box<dyn Fn(&mut Snapshot)>,
+        takes_the_pod: bool,
+    }
+    let cases = vec![
+        Case {
+            what: "an in-flight claim: its DaemonSet pod is still to come",
+            setup: Box::new(move |s| s.inflight.push(in_flight(&[]))),
+            takes_the_pod: false,
+        },
+        Case {
+            what: "an in-flight claim the DaemonSet's node selector leaves out",
+            setup: Box::new(move |s| {
+                s.inflight.push(in_flight(&[("role", "batch")]));
+                let web: BTreeMap<String, String> = [("role".into(), "web".into())].into();
+                s.daemonsets[0].node_selector = Requirements::from_labels(&web);
+            }),
+            takes_the_pod: true,
+        },
+        Case {
+            what: "a node without the DaemonSet's pod yet",
+            setup: Box::new(|s| s.nodes.push(node("m", ZONES[0], 2, 8, json!({})))),
+            takes_the_pod: false,
+        },
+        Case {
+            what: "a node whose taint the DaemonSet does not tolerate",
+            setup: Box::new(|s| {
+                s.nodes.push(node(
+                    "m",
+                    ZONES[0],
+                    2,
+                    8,
+                    json!({"taints": [{"key": "gpu", "effect": "NoSchedule"}]}),
+                ))
+            }),
+            takes_the_pod: true,
+        },
+        Case {
+            what: "a node that runs the DaemonSet's pod (0.5 CPU used, 1.5 free)",
+            setup: Box::new(|s| {
+                s.nodes.push(node("m", ZONES[0], 2, 8, json!({})));
+                s.pods.push(ds_pod("m"));
+            }),
+            takes_the_pod: false,
+        },
+        Case {
+            what: "a node that runs it, its pods summarized",
+            setup: Box::new(|s| {
+                s.nodes.push(node("m", ZONES[0], 3, 8, json!({})));
+                let used = Resources {
+                    cpu: 500,
+                    memory: 128 << 20,
+                    pods: 1,
+                    ..Default::default()
+                };
+                s.used.insert("m".into(), used.clone());
+                s.daemons_used.insert("m".into(), used);
+            }),
+            // 3 CPU less the 0.5 it runs: 2.5 free, and nothing more is held.
+            takes_the_pod: true,
+        },
+    ];
+    for c in cases {
+        let mut w = World::new();
+        w.snapshot.daemonsets.push(plain("ds", 500, 128));
+        (c.setup)(&mut w.snapshot);
+        // The pending pod tolerates the taint of the fourth case; the DaemonSet does not.
+        let tolerant = json!({"tolerations": [{"key": "gpu", "operator": "Exists"}]});
+        let plan = w.solve(&[pod("a", 1800, 512, json!({}), tolerant)]);
+        let on_m = plan.existing.iter().any(|b| b.node == "m");
+        assert_eq!(on_m, c.takes_the_pod, "{}: {plan:#?}", c.what);
+        assert_eq!(plan.new_claims.len(), usize::from(!on_m), "{}", c.what);
+    }
+}
+
+#[test]
 fn daemonsets_that_do_not_tolerate_a_pools_taint_add_no_overhead_there() {
     let mut w = World::new();
     w.pools = vec![pool(
@@ -309,6 +411,29 @@ fn daemonsets_that_do_not_tolerate_a_pools_taint_add_no_overhead_there() {
         w.types[plan.new_claims[0].offering.instance_type].name,
         "m.large"
     );
+}
+
+#[test]
+fn a_static_nodepool_launches_for_no_pod_but_its_nodes_take_pods() {
+    let mut w = World::new();
+    w.pools = vec![pool(
+        json!({"name": "fixed", "replicas": 2, "template": {"spec": {}}}),
+    )];
+    let plan = w.solve(&[plain("a", 500, 512)]);
+    assert!(plan.new_claims.is_empty());
+    assert_eq!(
+        reason(&plan, 0),
+        "no NodePool to launch from; nodepool fixed: static (replicas), launches for no pod"
+    );
+    w.snapshot.nodes.push(node(
+        "fixed-1",
+        ZONES[0],
+        2,
+        8,
+        json!({"labels": {"karpenter.sh/nodepool": "fixed"}}),
+    ));
+    let plan = w.solve(&[plain("a", 500, 512)]);
+    assert_eq!(placement(&plan, 1), vec!["fixed-1".to_string()]);
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod aws;
 mod crds;
 mod drain;
 mod failover;
+mod gpu;
 mod pending;
 mod scale;
 mod selectors;

@@ -1,5 +1,5 @@
 //! Pods that select Karpenter's labels, a zone spread, a custom label a NodePool requirement
-//! fixes — and a pod nothing can satisfy.
+//! fixes or leaves open (`Exists`) — and a pod nothing can satisfy.
 
 use super::{Cluster, wait_for};
 use std::time::Duration;
@@ -12,7 +12,7 @@ fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_imp
     // No consolidation: the impossible pod no longer holds disruption up, and a
     // consolidation's replacement would blur the count of nodes bought for it.
     c.default_pool(
-        "      - {key: team, operator: In, values: [ml]}\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}\n  disruption: {consolidateAfter: Never}",
+        "      - {key: team, operator: In, values: [ml]}\n      - {key: tier, operator: Exists}\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}\n  disruption: {consolidateAfter: Never}",
     );
     let ns = c.namespace("selectors");
     c.deployment(
@@ -37,6 +37,15 @@ fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_imp
         "      topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: spread}}}]",
     );
     c.deployment(&ns, "custom", 2, "500m", "      nodeSelector: {team: ml}");
+    // The NodePool's `tier Exists`, narrowed by a pod's selector, and not narrowed at all.
+    c.deployment(&ns, "gold", 1, "500m", "      nodeSelector: {tier: gold}");
+    c.deployment(
+        &ns,
+        "tiered",
+        1,
+        "500m",
+        "      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: tier, operator: Exists}]}]}}}",
+    );
     c.deployment(
         &ns,
         "impossible",
@@ -45,7 +54,14 @@ fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_imp
         "      nodeSelector: {karpenter.k8s.aws/instance-family: z9}",
     );
     let capstan = c.capstan("selectors", &[]);
-    for (app, n) in [("ondemand", 2), ("family", 2), ("spread", 3), ("custom", 2)] {
+    for (app, n) in [
+        ("ondemand", 2),
+        ("family", 2),
+        ("spread", 3),
+        ("custom", 2),
+        ("gold", 1),
+        ("tiered", 1),
+    ] {
         wait_for(&format!("{app} Running"), Duration::from_secs(180), || {
             (c.running(&ns, app) == n).then_some(())
         });
@@ -68,6 +84,15 @@ fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_imp
             label(&node, "team"),
             "ml",
             "the requirement's label reached the node"
+        );
+    }
+    for (_, _, node) in c.phases(&ns, "gold") {
+        assert_eq!(label(&node, "tier"), "gold", "Exists narrowed by the pod");
+    }
+    for (_, _, node) in c.phases(&ns, "tiered") {
+        assert!(
+            !label(&node, "tier").is_empty(),
+            "Exists gives the node a tier"
         );
     }
     let zones: std::collections::BTreeSet<String> = c

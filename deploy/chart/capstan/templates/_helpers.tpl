@@ -56,7 +56,7 @@ rendering, naming the value. */ -}}
 {{- if not (has $k $known) }}
 {{- fail (printf "settings.featureGates.%s: capstan has no such feature gate (it has %s)" $k (join ", " $known)) }}
 {{- end }}
-{{- if and $v (ne $k "spotToSpotConsolidation") }}
+{{- if and $v (ne $k "spotToSpotConsolidation") (ne $k "staticCapacity") }}
 {{- fail (printf "settings.featureGates.%s: capstan does not implement Karpenter's %s; leave it false" $k $k) }}
 {{- end }}
 {{- $gates = append $gates (printf "%s%s=%t" (upper (substr 0 1 $k)) (substr 1 -1 $k) $v) }}
