@@ -627,7 +627,11 @@ pub fn plan_input(
     for p in &live.pods {
         // What the controller would provision for: pods kube-scheduler gave up on.
         if p.is_provisionable(&[capstan_model::pod::DEFAULT_SCHEDULER.to_string()]) {
-            pending.push(Arc::new(p.clone()));
+            match &p.volume_error {
+                // As the controller: no node for a pod whose claims cannot bind yet.
+                Some(e) => tracing::warn!("pod {}: no node planned: {e}", p.key()),
+                None => pending.push(Arc::new(p.clone())),
+            }
         } else if p.node_name.is_some() && p.is_active() {
             snapshot.pods.push(Arc::new(p.clone()));
         }

@@ -15,6 +15,7 @@
 
 use capstan_model::disruption::Reason;
 use capstan_model::pdb::Pdb;
+use capstan_model::volume::{Claim, StorageClass, Volume};
 use capstan_model::{ClaimStatus, Node, NodeClaim, NodePool, Pod, Taint};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -31,14 +32,21 @@ pub enum Kind {
     NodePool,
     Pdb,
     DaemonSet,
+    StorageClass,
+    PersistentVolume,
+    PersistentVolumeClaim,
 }
 
 impl Kind {
-    /// Every kind capstan watches, in the order the cache syncs them.
-    pub const ALL: [Kind; 6] = [
+    /// Every kind capstan watches, in the order the cache syncs them (volumes before pods, so
+    /// a pod is read with its claims).
+    pub const ALL: [Kind; 9] = [
         Kind::NodePool,
         Kind::Pdb,
         Kind::DaemonSet,
+        Kind::StorageClass,
+        Kind::PersistentVolume,
+        Kind::PersistentVolumeClaim,
         Kind::Node,
         Kind::NodeClaim,
         Kind::Pod,
@@ -53,6 +61,9 @@ impl Kind {
             Kind::NodePool => "nodepools",
             Kind::Pdb => "poddisruptionbudgets",
             Kind::DaemonSet => "daemonsets",
+            Kind::StorageClass => "storageclasses",
+            Kind::PersistentVolume => "persistentvolumes",
+            Kind::PersistentVolumeClaim => "persistentvolumeclaims",
         }
     }
 }
@@ -85,6 +96,9 @@ pub enum Object {
     Pdb(Arc<Pdb>),
     /// A DaemonSet, as its pod template.
     DaemonSet(Arc<Pod>),
+    StorageClass(Arc<StorageClass>),
+    PersistentVolume(Arc<Volume>),
+    PersistentVolumeClaim(Arc<Claim>),
     Invalid(Arc<Invalid>),
 }
 
@@ -97,6 +111,9 @@ impl Object {
             Object::NodePool(_) => Kind::NodePool,
             Object::Pdb(_) => Kind::Pdb,
             Object::DaemonSet(_) => Kind::DaemonSet,
+            Object::StorageClass(_) => Kind::StorageClass,
+            Object::PersistentVolume(_) => Kind::PersistentVolume,
+            Object::PersistentVolumeClaim(_) => Kind::PersistentVolumeClaim,
             Object::Invalid(i) => i.kind,
         }
     }
@@ -110,6 +127,9 @@ impl Object {
             Object::NodePool(p) => p.name.clone(),
             Object::Pdb(p) => p.key(),
             Object::DaemonSet(p) => p.key(),
+            Object::StorageClass(c) => c.name.clone(),
+            Object::PersistentVolume(v) => v.name.clone(),
+            Object::PersistentVolumeClaim(c) => c.key.clone(),
             Object::Invalid(i) => i.key.clone(),
         }
     }

@@ -6,7 +6,8 @@
 
 use crate::api::{ApiError, Change, ClusterApi, Invalid, Kind, Listing, Meta, Object};
 use capstan_model::pdb::Pdb;
-use capstan_model::{Node, NodeClaim, NodePool, Pod, Resources};
+use capstan_model::volume::{Claim, StorageClass, Volume, Volumes};
+use capstan_model::{Node, NodeClaim, NodePool, Pod, Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -22,6 +23,13 @@ pub struct Cache {
     nodepools: Map<NodePool>,
     pdbs: Map<Pdb>,
     daemonsets: Map<Pod>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses: what a pod's volumes
+    /// require of its node. Every cached pod that uses claims carries it
+    /// (`Pod::volume_requirements`, `Pod::volume_error`), kept current as they change.
+    volumes: Volumes,
+    volume_meta: BTreeMap<(Kind, String), Meta>,
+    /// Keys of pods that use PersistentVolumeClaims.
+    with_claims: BTreeSet<String>,
     invalid: BTreeMap<(Kind, String), Arc<Invalid>>,
     /// Node name → the active pods bound to it, by key.
     pods_on: BTreeMap<String, BTreeMap<String, Arc<Pod>>>,
@@ -123,6 +131,12 @@ impl Cache {
             Kind::NodePool => self.nodepools.keys().cloned().collect(),
             Kind::Pdb => self.pdbs.keys().cloned().collect(),
             Kind::DaemonSet => self.daemonsets.keys().cloned().collect(),
+            Kind::StorageClass | Kind::PersistentVolume | Kind::PersistentVolumeClaim => self
+                .volume_meta
+                .keys()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, key)| key.clone())
+                .collect(),
         };
         keys.extend(
             self.invalid
@@ -154,6 +168,12 @@ impl Cache {
         }
         match o {
             Object::Pod(p) => {
+                let p = self.with_volumes(p);
+                if p.volume_claims.is_empty() {
+                    self.with_claims.remove(&key);
+                } else {
+                    self.with_claims.insert(key.clone());
+                }
                 self.unindex_pod(&key);
                 self.index_pod(&key, &p);
                 self.repelling += !p.anti_affinity.is_empty() as usize;
@@ -200,6 +220,20 @@ impl Cache {
                 self.daemonsets.insert(key, (meta, p));
                 self.counters.generation += 1;
             }
+            Object::StorageClass(c) => {
+                self.volumes
+                    .classes
+                    .insert(key.clone(), StorageClass::clone(&c));
+                self.volume_changed(kind, key, Some(meta));
+            }
+            Object::PersistentVolume(v) => {
+                self.volumes.volumes.insert(key.clone(), Volume::clone(&v));
+                self.volume_changed(kind, key, Some(meta));
+            }
+            Object::PersistentVolumeClaim(c) => {
+                self.volumes.claims.insert(key.clone(), Claim::clone(&c));
+                self.volume_changed(kind, key, Some(meta));
+            }
             Object::Invalid(i) => {
                 self.invalid.insert((kind, key), i);
                 self.counters.generation += 1;
@@ -215,6 +249,47 @@ impl Cache {
             Kind::NodePool => self.nodepools.contains_key(key),
             Kind::Pdb => self.pdbs.contains_key(key),
             Kind::DaemonSet => self.daemonsets.contains_key(key),
+            Kind::StorageClass => self.volumes.classes.contains_key(key),
+            Kind::PersistentVolume => self.volumes.volumes.contains_key(key),
+            Kind::PersistentVolumeClaim => self.volumes.claims.contains_key(key),
+        }
+    }
+
+    /// A pod with what its volumes require as the cached claims, volumes and classes say.
+    fn with_volumes(&self, p: Arc<Pod>) -> Arc<Pod> {
+        if p.volume_claims.is_empty() {
+            return p;
+        }
+        let (reqs, error) = match self.volumes.resolve(&p) {
+            Ok(r) => (r, None),
+            Err(e) => (Requirements::new(), Some(e)),
+        };
+        if p.volume_requirements == reqs && p.volume_error == error {
+            return p;
+        }
+        let mut q = Pod::clone(&p);
+        q.volume_requirements = reqs;
+        q.volume_error = error;
+        Arc::new(q)
+    }
+
+    /// After a claim, volume or class changed: its meta kept, and the pods that use claims
+    /// read again.
+    fn volume_changed(&mut self, kind: Kind, key: String, meta: Option<Meta>) {
+        match meta {
+            Some(m) => self.volume_meta.insert((kind, key), m),
+            None => self.volume_meta.remove(&(kind, key)),
+        };
+        self.counters.generation += 1;
+        let keys: Vec<String> = self.with_claims.iter().cloned().collect();
+        for k in keys {
+            let Some((m, p)) = self.pods.get(&k).cloned() else {
+                continue;
+            };
+            let q = self.with_volumes(p.clone());
+            if !Arc::ptr_eq(&p, &q) {
+                self.put(m, Object::Pod(q));
+            }
         }
     }
 
@@ -228,6 +303,7 @@ impl Cache {
         match kind {
             Kind::Pod => {
                 self.unindex_pod(key);
+                self.with_claims.remove(key);
                 if let Some((_, old)) = self.pods.remove(key) {
                     self.repelling -= !old.anti_affinity.is_empty() as usize;
                 }
@@ -262,6 +338,18 @@ impl Cache {
             }
             Kind::DaemonSet => {
                 self.daemonsets.remove(key);
+            }
+            Kind::StorageClass => {
+                self.volumes.classes.remove(key);
+                self.volume_changed(kind, key.to_string(), None);
+            }
+            Kind::PersistentVolume => {
+                self.volumes.volumes.remove(key);
+                self.volume_changed(kind, key.to_string(), None);
+            }
+            Kind::PersistentVolumeClaim => {
+                self.volumes.claims.remove(key);
+                self.volume_changed(kind, key.to_string(), None);
             }
         }
     }
@@ -331,6 +419,9 @@ impl Cache {
             Kind::NodePool => self.nodepools.get(key).map(|(m, _)| m),
             Kind::Pdb => self.pdbs.get(key).map(|(m, _)| m),
             Kind::DaemonSet => self.daemonsets.get(key).map(|(m, _)| m),
+            Kind::StorageClass | Kind::PersistentVolume | Kind::PersistentVolumeClaim => {
+                self.volume_meta.get(&(kind, key.to_string()))
+            }
         }
     }
 

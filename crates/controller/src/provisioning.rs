@@ -315,10 +315,26 @@ impl Provisioner {
             .retain(|pod, claim| live.contains(claim) && provisionable.contains(pod));
         cx.s.unservable.retain(|pod| provisionable.contains(pod));
         self.launched.review(cache, &provisionable, now);
-        let pending_keys: Vec<String> = provisionable
+        let mut pending_keys: Vec<String> = provisionable
             .into_iter()
             .filter(|k| !cx.s.nominations.contains_key(k) && !self.launched.holds(k))
             .collect();
+        // A pod whose claims kube-scheduler cannot bind yet gets no node, and a reason.
+        let mut waiting = Vec::new();
+        pending_keys.retain(
+            |k| match cx.s.cache.pod(k).and_then(|p| p.volume_error.clone()) {
+                Some(e) => {
+                    waiting.push((k.clone(), e));
+                    false
+                }
+                None => true,
+            },
+        );
+        for (pod, why) in waiting {
+            let note = format!("capstan launches no node for it: {why}");
+            cx.warn_once((Kind::Pod, pod), "WaitingForVolume", note)
+                .await;
+        }
         let (idle, max) = (cx.config.batch_idle, cx.config.batch_max);
         if !self.batch.due(now, pending_keys.len(), idle, max) {
             return;

@@ -24,9 +24,12 @@ use capstan_model::claim::{DISRUPTION_REASON_ANNOTATION, TERMINATION_DEADLINE_AN
 use capstan_model::time::format_rfc3339;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::{Lease as KubeLease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
@@ -301,7 +304,7 @@ impl KubeApi {
     async fn event(&self, e: ClusterEvent) -> Result<Written, ApiError> {
         let (kind, key) = &e.regarding;
         let (ns, name) = match kind {
-            Kind::Pod | Kind::Pdb | Kind::DaemonSet => split(key),
+            Kind::Pod | Kind::Pdb | Kind::DaemonSet | Kind::PersistentVolumeClaim => split(key),
             _ => ("default", key.as_str()),
         };
         let (api_version, k8s_kind) = match kind {
@@ -311,6 +314,9 @@ impl KubeApi {
             Kind::NodePool => (API_VERSION, "NodePool"),
             Kind::Pdb => ("policy/v1", "PodDisruptionBudget"),
             Kind::DaemonSet => ("apps/v1", "DaemonSet"),
+            Kind::StorageClass => ("storage.k8s.io/v1", "StorageClass"),
+            Kind::PersistentVolume => ("v1", "PersistentVolume"),
+            Kind::PersistentVolumeClaim => ("v1", "PersistentVolumeClaim"),
         };
         let now = Timestamp::now();
         let ev = KubeEvent {
@@ -336,8 +342,11 @@ impl KubeApi {
                 api_version: Some(api_version.into()),
                 kind: Some(k8s_kind.into()),
                 name: Some(name.into()),
-                namespace: matches!(kind, Kind::Pod | Kind::Pdb | Kind::DaemonSet)
-                    .then(|| ns.to_string()),
+                namespace: matches!(
+                    kind,
+                    Kind::Pod | Kind::Pdb | Kind::DaemonSet | Kind::PersistentVolumeClaim
+                )
+                .then(|| ns.to_string()),
                 uid: (!e.uid.is_empty()).then(|| e.uid.clone()),
                 ..Default::default()
             }),
@@ -449,6 +458,26 @@ impl ClusterApi for KubeApi {
                     .await
             }
             Kind::NodeClaim => self.list_all(kind, self.claims(), convert::nodeclaim).await,
+            Kind::StorageClass => {
+                self.list_all(kind, Api::<StorageClass>::all(c), convert::storage_class)
+                    .await
+            }
+            Kind::PersistentVolume => {
+                self.list_all(
+                    kind,
+                    Api::<PersistentVolume>::all(c),
+                    convert::persistent_volume,
+                )
+                .await
+            }
+            Kind::PersistentVolumeClaim => {
+                self.list_all(
+                    kind,
+                    Api::<PersistentVolumeClaim>::all(c),
+                    convert::persistent_volume_claim,
+                )
+                .await
+            }
         }
     }
 
@@ -469,6 +498,27 @@ impl ClusterApi for KubeApi {
             Kind::DaemonSet => w.poll(kind, since, Api::<DaemonSet>::all(c), t, convert::daemonset),
             Kind::NodePool => w.poll(kind, since, self.nodepools(), t, convert::nodepool),
             Kind::NodeClaim => w.poll(kind, since, self.claims(), t, convert::nodeclaim),
+            Kind::StorageClass => w.poll(
+                kind,
+                since,
+                Api::<StorageClass>::all(c),
+                t,
+                convert::storage_class,
+            ),
+            Kind::PersistentVolume => w.poll(
+                kind,
+                since,
+                Api::<PersistentVolume>::all(c),
+                t,
+                convert::persistent_volume,
+            ),
+            Kind::PersistentVolumeClaim => w.poll(
+                kind,
+                since,
+                Api::<PersistentVolumeClaim>::all(c),
+                t,
+                convert::persistent_volume_claim,
+            ),
         }
     }
 

@@ -8,7 +8,9 @@ use capstan_model::nodepool::{NodeClaimObject, NodePoolObject};
 use capstan_model::{NodeClaim, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use serde_json::Value;
@@ -68,6 +70,21 @@ pub fn daemonset(d: &DaemonSet) -> Object {
         Ok(p) => Object::DaemonSet(Arc::new(p)),
         Err(e) => invalid(Kind::DaemonSet, &d.metadata, e.to_string()),
     }
+}
+
+pub fn storage_class(c: &StorageClass) -> Object {
+    Object::StorageClass(Arc::new(capstan_model::volume::storage_class(c)))
+}
+
+pub fn persistent_volume(v: &PersistentVolume) -> Object {
+    match capstan_model::volume::volume(v) {
+        Ok(v) => Object::PersistentVolume(Arc::new(v)),
+        Err(e) => invalid(Kind::PersistentVolume, &v.metadata, e.to_string()),
+    }
+}
+
+pub fn persistent_volume_claim(c: &PersistentVolumeClaim) -> Object {
+    Object::PersistentVolumeClaim(Arc::new(capstan_model::volume::claim(c)))
 }
 
 /// A dynamic object as JSON, without what capstan never reads (managedFields).

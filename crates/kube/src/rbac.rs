@@ -20,6 +20,13 @@ pub const CLUSTER: &[Permission] = &[
     ("policy", "poddisruptionbudgets", "watch"),
     ("apps", "daemonsets", "list"),
     ("apps", "daemonsets", "watch"),
+    // Volume topology: what a pod's claims require of its node.
+    ("", "persistentvolumeclaims", "list"),
+    ("", "persistentvolumeclaims", "watch"),
+    ("", "persistentvolumes", "list"),
+    ("", "persistentvolumes", "watch"),
+    ("storage.k8s.io", "storageclasses", "list"),
+    ("storage.k8s.io", "storageclasses", "watch"),
     ("capstan.dev", "nodepools", "list"),
     ("capstan.dev", "nodepools", "watch"),
     ("capstan.dev", "nodeclaims", "list"),

@@ -1,6 +1,7 @@
 //! The read-only what-if on a live cluster: everything `capstan plan` and `capstan consolidate`
 //! read — pods, nodes, NodePools (capstan's and Karpenter's `karpenter.sh/v1`), NodeClaims,
-//! PDBs, DaemonSets, node classes (Karpenter's `karpenter.k8s.aws/v1` EC2NodeClass and
+//! PDBs, DaemonSets, PersistentVolumeClaims, PersistentVolumes and StorageClasses (what pods'
+//! volumes require of their nodes), node classes (Karpenter's `karpenter.k8s.aws/v1` EC2NodeClass and
 //! capstan's) — read with list requests only. Nothing is written.
 
 use crate::api::{KubeApi, Settings};
@@ -20,6 +21,8 @@ pub struct Live {
     pub claims: Vec<NodeClaim>,
     pub pdbs: Vec<Pdb>,
     pub daemonsets: Vec<Pod>,
+    /// Claims, volumes and classes: every pod above carries what its volumes require.
+    pub volumes: capstan_model::volume::Volumes,
     /// Node classes (Karpenter's EC2NodeClass, capstan's AWSNodeClass and EC2NodeClass).
     pub node_classes: Vec<crate::nodeclasses::Seen>,
     /// Objects skipped, one line each (kind, key, why).
@@ -45,6 +48,15 @@ impl Live {
             Object::NodeClaim(c) => self.claims.push(NodeClaim::clone(&c)),
             Object::Pdb(p) => self.pdbs.push(Pdb::clone(&p)),
             Object::DaemonSet(p) => self.daemonsets.push(Pod::clone(&p)),
+            Object::StorageClass(c) => {
+                self.volumes.classes.insert(c.name.clone(), (*c).clone());
+            }
+            Object::PersistentVolume(v) => {
+                self.volumes.volumes.insert(v.name.clone(), (*v).clone());
+            }
+            Object::PersistentVolumeClaim(c) => {
+                self.volumes.claims.insert(c.key.clone(), (*c).clone());
+            }
             Object::Invalid(i) => self.warnings.push(format!(
                 "{} {}: skipped: {}",
                 i.kind.plural(),
@@ -67,6 +79,9 @@ pub async fn read(client: kube::Client) -> Result<Live, ApiError> {
         Kind::NodeClaim,
         Kind::Pdb,
         Kind::DaemonSet,
+        Kind::StorageClass,
+        Kind::PersistentVolume,
+        Kind::PersistentVolumeClaim,
     ] {
         match api.list(kind).await {
             Ok(l) => {
@@ -76,6 +91,12 @@ pub async fn read(client: kube::Client) -> Result<Live, ApiError> {
             }
             Err(ApiError::NotFound { .. }) if matches!(kind, Kind::NodePool | Kind::NodeClaim) => {}
             Err(e) => return Err(e),
+        }
+    }
+    for p in live.pods.iter_mut().filter(|p| !p.volume_claims.is_empty()) {
+        match live.volumes.resolve(p) {
+            Ok(r) => p.volume_requirements = r,
+            Err(e) => p.volume_error = Some(e),
         }
     }
     live.node_classes = crate::nodeclasses::seen(&client)

@@ -480,6 +480,7 @@ pub fn pod(p: &core::Pod, warnings: &mut Vec<String>) -> Result<Pod, FieldError>
         .unwrap_or_default();
     let mut out = pod_spec(spec, &namespace, &labels, warnings)?;
     out.namespace = namespace;
+    out.volume_claims = crate::volume::claim_refs(&name, spec);
     out.name = name;
     out.uid = md.uid.clone().unwrap_or_default();
     out.labels = labels;

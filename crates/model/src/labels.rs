@@ -183,6 +183,8 @@ pub fn normalize_key(key: &str) -> std::borrow::Cow<'_, str> {
         "failure-domain.beta.kubernetes.io/zone" => Cow::Borrowed(ZONE),
         "failure-domain.beta.kubernetes.io/region" => Cow::Borrowed(REGION),
         "beta.kubernetes.io/instance-type" => Cow::Borrowed(INSTANCE_TYPE),
+        // The EBS CSI driver's zone key, on its PersistentVolumes (as Karpenter's AWS provider).
+        "topology.ebs.csi.aws.com/zone" => Cow::Borrowed(ZONE),
         k => match k.strip_prefix("karpenter.k8s.aws/instance-") {
             Some(rest) => Cow::Owned(format!("capstan.dev/instance-{rest}")),
             None => Cow::Borrowed(k),

@@ -21,6 +21,7 @@ pub mod resources;
 pub mod selector;
 pub mod taints;
 pub mod time;
+pub mod volume;
 
 pub use catalog::{Catalog, InstanceType, Offering};
 pub use claim::{ClaimStatus, NodeClaim};

@@ -173,6 +173,15 @@ pub struct Pod {
     pub created: Option<f64>,
     /// Unix seconds of `status.startTime`: when the kubelet took the pod.
     pub started: Option<f64>,
+    /// The PersistentVolumeClaims its volumes use (`persistentVolumeClaim` and `ephemeral`).
+    pub volume_claims: Vec<crate::volume::ClaimRef>,
+    /// What its volumes require of a node (a zone, mostly): set by whoever knows the claims
+    /// ([`crate::volume::Volumes::resolve`]); kept apart from its node affinity, which topology
+    /// spread reads.
+    pub volume_requirements: Requirements,
+    /// Why its volumes keep kube-scheduler from placing it (a claim missing, unbound, …):
+    /// nothing is launched for it meanwhile.
+    pub volume_error: Option<String>,
 }
 
 /// kube-scheduler's name, the `spec.schedulerName` of a pod that names none.

@@ -167,9 +167,11 @@ pub(crate) fn scale(d: &str, v: i64) -> f64 {
 }
 
 /// The node requirements every plan must meet for a pod: its nodeSelector, and its required
-/// node affinity when that is a single term (with several, any may be used, so none binds).
+/// node affinity when that is a single term (with several, any may be used, so none binds),
+/// and what its volumes require.
 fn binding_requirements(pod: &Pod) -> capstan_model::Requirements {
     let mut reqs = pod.node_selector.clone();
+    reqs.add_all(&pod.volume_requirements);
     if pod.required_terms.len() == 1 {
         reqs.add_all(&pod.required_terms[0]);
     }

@@ -49,9 +49,11 @@ pub fn daemon_overhead(pool: &NodePool, daemonsets: &[Pod]) -> Resources {
     o
 }
 
-/// A pod's hard node requirements: nodeSelector and its first required node-affinity term.
+/// A pod's hard node requirements: nodeSelector, its first required node-affinity term and
+/// what its volumes require.
 pub fn pod_requirements(pod: &Pod) -> Requirements {
     let mut reqs = pod.node_selector.clone();
+    reqs.add_all(&pod.volume_requirements);
     if let Some(t) = pod.required_terms.first() {
         reqs.add_all(t);
     }

@@ -609,6 +609,7 @@ impl<'a> Solver<'a> {
 
     fn pod_requirements(&self, pod: &Pod, r: &Relaxed) -> Requirements {
         let mut reqs = pod.node_selector.clone();
+        reqs.add_all(&pod.volume_requirements);
         if let Some(t) = pod.required_terms.get(r.term) {
             reqs.add_all(t);
         }
@@ -1291,6 +1292,7 @@ fn same_but_name(a: &Pod, b: &Pod) -> bool {
         && a.requests == b.requests
         && a.labels == b.labels
         && a.node_selector == b.node_selector
+        && a.volume_requirements == b.volume_requirements
         && a.required_terms == b.required_terms
         && a.preferred_terms == b.preferred_terms
         && a.tolerations == b.tolerations

@@ -414,6 +414,49 @@ fn daemonsets_that_do_not_tolerate_a_pools_taint_add_no_overhead_there() {
 }
 
 #[test]
+fn a_pods_volume_zone_places_its_new_node_but_its_topology_spread_still_counts_every_zone() {
+    let in_zone = |z: &str| {
+        [capstan_model::Requirement::in_values(ZONE, [z.to_string()])]
+            .into_iter()
+            .collect()
+    };
+    let mut w = World::new();
+    // A node in the first zone with room: the volume's zone (the third) keeps the pod off it.
+    w.snapshot
+        .nodes
+        .push(node("n0", ZONES[0], 4, 16, json!({})));
+    let mut p = plain("db", 500, 512);
+    p.volume_requirements = in_zone(ZONES[2]);
+    let plan = w.solve(&[p.clone()]);
+    assert!(plan.existing.is_empty(), "{plan:#?}");
+    let zone = plan.new_claims[0].requirements.get(ZONE).unwrap();
+    assert_eq!(zone.values(), [ZONES[2].to_string()]);
+    // Topology spread counts the zones the pod's node affinity allows, not its volume's (as
+    // kube-scheduler and Karpenter): with one pod of the spread in the first zone already, a
+    // second one whose volume is there too would make the skew 2 - 0 and must wait.
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE,
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "s"}}}]});
+    let mut w = World::new();
+    w.snapshot
+        .nodes
+        .push(node("n0", ZONES[0], 4, 16, json!({})));
+    w.snapshot.pods.push(bound(
+        pod("s-0", 500, 512, json!({"app": "s"}), spread.clone()),
+        "n0",
+    ));
+    let mut second = pod("s-1", 500, 512, json!({"app": "s"}), spread.clone());
+    second.volume_requirements = in_zone(ZONES[0]);
+    let plan = w.solve(&[second]);
+    assert_eq!(plan.unschedulable.len(), 1, "{plan:#?}");
+    // Its volume in the second zone, it gets a node there.
+    let mut third = pod("s-2", 500, 512, json!({"app": "s"}), spread);
+    third.volume_requirements = in_zone(ZONES[1]);
+    let plan = w.solve(&[third]);
+    let zone = plan.new_claims[0].requirements.get(ZONE).unwrap();
+    assert_eq!(zone.values(), [ZONES[1].to_string()]);
+}
+
+#[test]
 fn a_static_nodepool_launches_for_no_pod_but_its_nodes_take_pods() {
     let mut w = World::new();
     w.pools = vec![pool(

@@ -18,6 +18,7 @@ mod gpu;
 mod pending;
 mod scale;
 mod selectors;
+mod volumes;
 mod whatif;
 
 use serde_json::Value;
@@ -284,7 +285,8 @@ impl Cluster {
     }
 
     /// Removes everything a test may leave: capstan's objects (finalizers released first),
-    /// Nodes, the test namespaces, PersistentVolumes, the Lease, Karpenter's NodePools.
+    /// Nodes, the test namespaces, PersistentVolumes and StorageClasses, the Lease, Karpenter's
+    /// NodePools.
     pub fn reset(&self) {
         for kind in ["nodeclaims.capstan.dev", "nodes"] {
             for o in self.items(&[kind]) {
@@ -319,6 +321,16 @@ impl Cluster {
         }
         let _ = self.kubectl(&["delete", "nodes", "--all", "--wait=false"], None);
         let _ = self.kubectl(&["delete", "pv", "--all", "--wait=false"], None);
+        let _ = self.kubectl(
+            &[
+                "delete",
+                "storageclass",
+                "-l",
+                "capstan-e2e=true",
+                "--wait=false",
+            ],
+            None,
+        );
         let _ = self.kubectl(
             &[
                 "delete",

@@ -91,8 +91,9 @@ fn a_pod_that_does_not_bind_to_the_node_launched_for_it_gets_an_event_and_no_nod
     let c = Cluster::get();
     c.default_pool("");
     let ns = c.namespace("runaway");
-    // A volume only a zone capstan does not serve can mount: capstan does not read volumes
-    // yet, so it launches a node the real kube-scheduler then refuses.
+    // A hostPath volume tied to one host: as Karpenter, capstan drops a local volume's
+    // hostname (a new node cannot be that host) and launches a node the real kube-scheduler
+    // then refuses.
     c.apply(&format!(
         r#"
 apiVersion: v1
@@ -107,7 +108,7 @@ spec:
   nodeAffinity:
     required:
       nodeSelectorTerms:
-      - matchExpressions: [{{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1z]}}]
+      - matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [gone-{ns}]}}]
 ---
 apiVersion: v1
 kind: PersistentVolumeClaim

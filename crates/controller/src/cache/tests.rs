@@ -48,6 +48,74 @@ fn binding_a_pod_moves_it_from_pending_to_its_node() {
 }
 
 #[test]
+fn a_pods_volume_requirements_follow_its_claim_volume_and_class_as_they_come_and_change() {
+    use capstan_model::labels::ZONE;
+    use capstan_model::volume::{Claim, ClaimRef, StorageClass, Volume};
+    let zone = |z: &str| -> capstan_model::Requirements {
+        [capstan_model::Requirement::in_values(ZONE, [z.to_string()])]
+            .into_iter()
+            .collect()
+    };
+    let mut c = Cache::default();
+    let mut p = Pod::clone(&pod("db", None));
+    p.volume_claims = vec![ClaimRef {
+        claim: "data".into(),
+        ephemeral: false,
+    }];
+    c.apply(applied(1, Object::Pod(Arc::new(p))));
+    let read = |c: &Cache| {
+        let p = c.pod("default/db").unwrap();
+        (p.volume_requirements.clone(), p.volume_error.clone())
+    };
+    assert_eq!(
+        read(&c).1.as_deref(),
+        Some("waiting for its PersistentVolumeClaim default/data")
+    );
+    c.apply(applied(
+        2,
+        Object::StorageClass(Arc::new(StorageClass {
+            name: "late".into(),
+            requirements: zone("z3"),
+            immediate: false,
+        })),
+    ));
+    let claim = |volume: Option<&str>| Claim {
+        key: "default/data".into(),
+        volume_name: volume.map(str::to_string),
+        storage_class: Some("late".into()),
+        bind_completed: volume.is_some(),
+        ..Default::default()
+    };
+    c.apply(applied(
+        3,
+        Object::PersistentVolumeClaim(Arc::new(claim(None))),
+    ));
+    assert_eq!(read(&c), (zone("z3"), None), "unbound: the class's zone");
+    c.apply(applied(
+        4,
+        Object::PersistentVolumeClaim(Arc::new(claim(Some("pv-1")))),
+    ));
+    assert!(read(&c).1.unwrap().contains("pv-1, which does not exist"));
+    c.apply(applied(
+        5,
+        Object::PersistentVolume(Arc::new(Volume {
+            name: "pv-1".into(),
+            requirements: zone("z1"),
+            deleting: false,
+        })),
+    ));
+    assert_eq!(read(&c), (zone("z1"), None), "bound: the volume's zone");
+    assert!(c.pending().contains("default/db"));
+    c.apply(Change::Deleted(
+        Kind::PersistentVolumeClaim,
+        "default/data".into(),
+    ));
+    assert!(read(&c).1.is_some(), "its claim gone");
+    assert_eq!(c.meta(Kind::PersistentVolume, "pv-1"), Some(&meta(5)));
+    c.check_indexes().unwrap();
+}
+
+#[test]
 fn a_node_with_pods_bound_to_it_is_dangling_while_it_is_missing() {
     let mut c = Cache::default();
     c.apply(applied(1, Object::Pod(pod("a", Some("n1")))));
