@@ -577,7 +577,8 @@ async fn budget_holds<A: ClusterApi, C: CloudProvider>(
 }
 
 /// Creates the claim for a replacement: the pool's requirements pinned to the chosen type,
-/// zone and capacity type.
+/// zone and capacity type — or, spot to spot, the planned claim's requirements over its
+/// (15) cheapest spot types, for the cloud to choose among.
 pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
     cx: &mut Ctx<'_, A, C>,
     reason: Reason,
@@ -586,6 +587,32 @@ pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
 ) -> Option<String> {
     let pool = cx.cache().nodepool(&r.nodepool)?.clone();
     let t = types.get(r.instance_type)?;
+    if !r.spot_options.is_empty() {
+        let names: Vec<String> = r
+            .spot_options
+            .iter()
+            .filter_map(|&k| types.get(k))
+            .map(|t| t.name.clone())
+            .collect();
+        let mut reqs = pool.requirements.intersect(&r.requirements);
+        reqs.add(Requirement::in_values(
+            labels::INSTANCE_TYPE,
+            names.iter().cloned(),
+        ));
+        reqs.add(Requirement::in_values(
+            labels::CAPACITY_TYPE,
+            [labels::CAPACITY_SPOT.to_string()],
+        ));
+        return cx
+            .create_claim(
+                &reason.cli_name(),
+                &pool,
+                reqs,
+                names,
+                t.allocatable.clone(),
+            )
+            .await;
+    }
     let mut reqs = pool.requirements.clone();
     reqs.add(Requirement::in_values(
         labels::INSTANCE_TYPE,

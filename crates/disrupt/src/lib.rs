@@ -168,10 +168,17 @@ pub struct Input<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Replacement {
     pub nodepool: String,
+    /// The type, zone, capacity type and price of the offering the plan chose.
     pub instance_type: usize,
     pub capacity_type: String,
     pub zone: String,
     pub price: f64,
+    /// For a spot-to-spot replacement, as Karpenter launches it: the (at most 15) cheapest
+    /// spot types cheaper than the node it replaces, cheapest first, for the cloud to choose
+    /// among (price and capacity) rather than one pool; with it, the claim's requirements.
+    /// Empty otherwise: the replacement is pinned to the chosen offering.
+    pub spot_options: Vec<usize>,
+    pub requirements: capstan_model::Requirements,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -626,7 +633,9 @@ impl<'a> Engine<'a> {
         }
         // Spot to spot, as Karpenter allows it: behind its feature gate; a single node only with
         // enough cheaper spot types, so the replacement does not chase one pool into the next
-        // interruption (several nodes into fewer need no such check, as in Karpenter).
+        // interruption (several nodes into fewer need no such check, as in Karpenter); the
+        // replacement is launched over the 15 cheapest of them.
+        let mut spot_options: Vec<Vec<usize>> = vec![Vec::new(); plan.new_claims.len()];
         if must_save
             && candidates
                 .iter()
@@ -643,22 +652,35 @@ impl<'a> Engine<'a> {
                 return None;
             }
             if candidates.len() == 1 {
-                for c in &plan.new_claims {
+                for (k, c) in plan.new_claims.iter().enumerate() {
                     if c.offering.capacity_type == CAPACITY_SPOT {
-                        let cheaper = c
+                        let mut cheaper: Vec<(f64, usize)> = c
                             .instance_types
                             .iter()
-                            .filter(|&&t| {
-                                input.instance_types[t].offerings.iter().any(|o| {
-                                    o.available
-                                        && o.capacity_type == CAPACITY_SPOT
-                                        && o.price < before
-                                })
+                            .filter_map(|&t| {
+                                input.instance_types[t]
+                                    .offerings
+                                    .iter()
+                                    .filter(|o| {
+                                        o.available
+                                            && o.capacity_type == CAPACITY_SPOT
+                                            && o.price < before
+                                            && c.requirements.allows(labels::ZONE, &o.zone)
+                                    })
+                                    .map(|o| o.price)
+                                    .min_by(f64::total_cmp)
+                                    .map(|p| (p, t))
                             })
-                            .count();
-                        if cheaper < MIN_SPOT_OPTIONS {
+                            .collect();
+                        if cheaper.len() < MIN_SPOT_OPTIONS {
                             return None;
                         }
+                        cheaper.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                        spot_options[k] = cheaper
+                            .into_iter()
+                            .take(MIN_SPOT_OPTIONS)
+                            .map(|(_, t)| t)
+                            .collect();
                     }
                 }
             }
@@ -675,12 +697,19 @@ impl<'a> Engine<'a> {
         let replacements: Vec<Replacement> = plan
             .new_claims
             .iter()
-            .map(|c| Replacement {
+            .zip(spot_options)
+            .map(|(c, spot_options)| Replacement {
                 nodepool: c.nodepool.clone(),
                 instance_type: c.offering.instance_type,
                 capacity_type: c.offering.capacity_type.clone(),
                 zone: c.offering.zone.clone(),
                 price: c.offering.price,
+                requirements: if spot_options.is_empty() {
+                    capstan_model::Requirements::new()
+                } else {
+                    c.requirements.clone()
+                },
+                spot_options,
             })
             .collect();
         for (k, c) in plan.new_claims.iter().enumerate() {

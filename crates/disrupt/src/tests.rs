@@ -1122,5 +1122,29 @@ fn spot_nodes_are_replaced_by_spot_only_behind_the_feature_gate_and_deleted_eith
             deleted,
             "case {i}: {r:#?}"
         );
+        // The replacement goes out over the 15 cheapest cheaper spot types, not one pool: the
+        // chosen type first, every option cheaper than the node it replaces.
+        for c in replacing {
+            let r = &c.replacements[0];
+            assert_eq!(r.spot_options.len(), MIN_SPOT_OPTIONS, "case {i}");
+            assert_eq!(r.spot_options[0], r.instance_type, "case {i}");
+            let prices: Vec<f64> = r
+                .spot_options
+                .iter()
+                .map(|&k| {
+                    t[k].offerings
+                        .iter()
+                        .filter(|o| o.capacity_type == "spot")
+                        .map(|o| o.price)
+                        .fold(f64::INFINITY, f64::min)
+                })
+                .collect();
+            assert!(
+                prices.windows(2).all(|w| w[0] <= w[1]),
+                "case {i}: {prices:?}"
+            );
+            assert!(prices.iter().all(|&p| p < nodes[0].price), "case {i}");
+            assert!(r.requirements.allows(labels::CAPACITY_TYPE, "spot"));
+        }
     }
 }
