@@ -560,6 +560,51 @@ fn kubectl_delete_node_drains_through_the_finalizer_before_the_instance_goes() {
 }
 
 #[test]
+fn a_do_not_disrupt_pod_is_not_evicted_by_a_drain_but_deleted_its_grace_period_before_the_nodes_runs_out()
+ {
+    block(async {
+        let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"terminationGracePeriod": "120s", "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7i.large"]}]}}}
+        }))
+        .unwrap();
+        let mut w = World::new(NodePool::compile_fail_closed(&obj).unwrap());
+        w.pending("web-1");
+        w.run_a(12).await;
+        let node = w.nodes()[0].name.clone();
+        w.bind("web-1", &node);
+        let mut p = Pod::clone(&w.api.pod("default/web-1").unwrap());
+        p.annotations
+            .insert(capstan_model::labels::DO_NOT_DISRUPT.into(), "true".into());
+        p.termination_grace_seconds = Some(30);
+        w.api.put(Object::Pod(Arc::new(p)));
+        w.run_a(1).await;
+        let meta = w.api.meta(Kind::Node, &node).unwrap();
+        w.kubectl
+            .write(Write::Delete {
+                kind: Kind::Node,
+                key: node.clone(),
+                uid: meta.uid,
+                rv: String::new(),
+            })
+            .await
+            .unwrap();
+        // 120 s of grace, 30 s of them the pod's own: it stays until 90 s have passed.
+        w.run_a(85).await;
+        assert!(w.api.pod("default/web-1").is_some(), "not evicted");
+        assert_eq!(w.live_instances(), 1);
+        w.run_a(10).await;
+        assert!(
+            w.api.pod("default/web-1").is_none_or(|p| p.deleting),
+            "deleted with its grace period still ahead"
+        );
+        w.run_a(40).await;
+        assert_eq!(w.live_instances(), 0, "gone once the grace period ran out");
+    });
+}
+
+#[test]
 fn kubectl_delete_nodeclaim_terminates_its_node_and_instance() {
     block(async {
         let mut w = World::new(pool(serde_json::json!({})));

@@ -25,18 +25,22 @@ pub enum Drain {
     Force,
 }
 
-/// The drain for a claim whose deletion began at `since`: forced once the NodePool's
-/// terminationGracePeriod (`grace`) has passed, or when the cloud takes the instance at
-/// `deadline` sooner than the pods' longest grace period plus a margin — as the kubelet's
-/// graceful node shutdown does, the pods still there are deleted in time rather than killed.
+/// How a pod whose own grace period is `pod_grace` is drained from a claim whose deletion
+/// began at `since`: forced once only its grace period is left of the NodePool's
+/// terminationGracePeriod (`grace`) — as Karpenter deletes each pod early enough to run its
+/// whole grace period (preStop hooks included) before the node goes — or when the cloud takes
+/// the instance at `deadline` sooner than the node's longest pod grace period plus a margin
+/// (as the kubelet's graceful node shutdown does, the pods still there are deleted in time
+/// rather than killed).
 pub fn drain_mode(
     now: f64,
     since: f64,
     grace: Option<f64>,
     deadline: Option<f64>,
+    pod_grace: f64,
     longest_pod_grace: f64,
 ) -> Drain {
-    let past_grace = grace.is_some_and(|g| now - since >= g);
+    let past_grace = grace.is_some_and(|g| now >= since + g - pod_grace);
     let deadline_near = deadline.is_some_and(|d| now >= d - longest_pod_grace - DEADLINE_MARGIN);
     if past_grace || deadline_near {
         Drain::Force
@@ -176,8 +180,15 @@ async fn drain<A: ClusterApi, C: CloudProvider>(
         .map(|p| p.termination_grace_seconds.unwrap_or(30).max(0) as f64)
         .fold(0.0, f64::max);
     let since = c.deleted_at.unwrap_or(now);
-    let mode = drain_mode(now, since, grace, c.deadline, longest);
+    let wall = cx.config.epoch_unix + now;
     for p in pods {
+        let pod_grace = p.termination_grace_seconds.unwrap_or(30).max(0) as f64;
+        let mode = drain_mode(now, since, grace, c.deadline, pod_grace, longest);
+        // A do-not-disrupt pod is not evicted: only the terminationGracePeriod (or the cloud's
+        // deadline) forces it, as in Karpenter; until then the node waits for it.
+        if mode == Drain::Evict && p.do_not_disrupt(wall).is_some() {
+            continue;
+        }
         let key = p.key();
         let Some(meta) = cx.cache().pod_meta(&key).cloned() else {
             continue;
@@ -336,21 +347,27 @@ mod tests {
 
     #[test]
     fn the_drain_is_forced_past_the_grace_period_or_near_the_clouds_deadline() {
-        // (now, since, grace, deadline, longest pod grace, expected)
+        // (now, since, grace, deadline, the pod's grace, longest pod grace, expected)
         let cases = [
-            (100.0, 0.0, None, None, 30.0, Drain::Evict),
-            (100.0, 0.0, Some(3600.0), None, 30.0, Drain::Evict),
-            (3600.0, 0.0, Some(3600.0), None, 30.0, Drain::Force),
+            (100.0, 0.0, None, None, 30.0, 30.0, Drain::Evict),
+            (100.0, 0.0, Some(3600.0), None, 30.0, 30.0, Drain::Evict),
+            (3600.0, 0.0, Some(3600.0), None, 30.0, 30.0, Drain::Force),
+            // A pod of 300 s grace is deleted 300 s before the terminationGracePeriod ends, so
+            // it runs its whole grace period; a pod of 30 s waits for PDBs until 30 s before.
+            (3299.0, 0.0, Some(3600.0), None, 300.0, 300.0, Drain::Evict),
+            (3300.0, 0.0, Some(3600.0), None, 300.0, 300.0, Drain::Force),
+            (3300.0, 0.0, Some(3600.0), None, 30.0, 300.0, Drain::Evict),
+            (3570.0, 0.0, Some(3600.0), None, 30.0, 300.0, Drain::Force),
             // Reclaimed at 200: pods need 30 s, plus the 10 s margin.
-            (159.0, 80.0, None, Some(200.0), 30.0, Drain::Evict),
-            (160.0, 80.0, None, Some(200.0), 30.0, Drain::Force),
-            (250.0, 80.0, None, Some(200.0), 0.0, Drain::Force),
+            (159.0, 80.0, None, Some(200.0), 30.0, 30.0, Drain::Evict),
+            (160.0, 80.0, None, Some(200.0), 5.0, 30.0, Drain::Force),
+            (250.0, 80.0, None, Some(200.0), 0.0, 0.0, Drain::Force),
         ];
-        for (now, since, grace, deadline, longest, want) in cases {
+        for (now, since, grace, deadline, pod, longest, want) in cases {
             assert_eq!(
-                drain_mode(now, since, grace, deadline, longest),
+                drain_mode(now, since, grace, deadline, pod, longest),
                 want,
-                "{now} {since} {grace:?} {deadline:?} {longest}"
+                "{now} {since} {grace:?} {deadline:?} {pod} {longest}"
             );
         }
     }

@@ -529,6 +529,18 @@ impl<'a> Engine<'a> {
 
     /// Why a node may not be disrupted voluntarily, if it may not.
     fn voluntary_block(&self, node: usize) -> Option<String> {
+        self.node_block(node).or_else(|| self.pod_block(node))
+    }
+
+    /// What blocks drift of a node whose NodePool has a terminationGracePeriod: only the node
+    /// itself (not initialized, already going, annotated do-not-disrupt) — as Karpenter's
+    /// eventual disruption, its pods' do-not-disrupt and PDBs hold the drain (up to that
+    /// period), not the decision.
+    fn eventual_block(&self, node: usize) -> Option<String> {
+        self.node_block(node)
+    }
+
+    fn node_block(&self, node: usize) -> Option<String> {
         let n = &self.input.nodes[node];
         if !n.initialized {
             return Some("not initialized yet".into());
@@ -544,6 +556,10 @@ impl<'a> Engine<'a> {
         {
             return Some("node annotated do-not-disrupt".into());
         }
+        None
+    }
+
+    fn pod_block(&self, node: usize) -> Option<String> {
         for &p in &self.pods_on[node] {
             if let Some(why) = self.input.pods[p].do_not_disrupt(self.input.now) {
                 return Some(why);
@@ -912,7 +928,14 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             if !applies {
                 continue;
             }
-            if let Some(why) = e.voluntary_block(i) {
+            let eventual =
+                reason == Reason::Drifted && np.termination_grace_period_seconds.is_some();
+            let block = if eventual {
+                e.eventual_block(i)
+            } else {
+                e.voluntary_block(i)
+            };
+            if let Some(why) = block {
                 blocked.insert(input.nodes[i].node.name.clone(), why);
                 continue;
             }

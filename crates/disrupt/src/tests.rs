@@ -584,6 +584,71 @@ fn a_node_that_no_longer_meets_its_nodepool_drifts() {
 }
 
 #[test]
+fn drift_in_a_nodepool_with_a_termination_grace_period_goes_past_pdbs_and_do_not_disrupt_pods() {
+    // Karpenter's eventual disruption: with a terminationGracePeriod, what blocks a pod's
+    // eviction holds the drain (up to that period), not the drift; without one, it blocks.
+    let t = types();
+    let nodes = [node("c", "c7i.large", 1.0, &t)];
+    let m_only = |grace: Option<&str>| {
+        let mut spec = json!({"requirements": [
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}]});
+        if let Some(g) = grace {
+            spec["terminationGracePeriod"] = json!(g);
+        }
+        pool(json!({"disruption": {"consolidateAfter": "Never"}, "template": {"spec": spec}}))
+    };
+    let mut kept = pod("p1", "c", 500, 1024);
+    kept.annotations
+        .insert(DO_NOT_DISRUPT.into(), "true".into());
+    let pdb = Pdb {
+        namespace: "default".into(),
+        name: "web".into(),
+        selector: Some(LabelSelector::from_match_labels(
+            &[("app".to_string(), "web".to_string())]
+                .into_iter()
+                .collect(),
+        )),
+        min_available: None,
+        max_unavailable: Some(IntOrPercent::Int(0)),
+    };
+    let plain = pod("p1", "c", 500, 1024);
+    // (case, pod, PDBs, the pool's terminationGracePeriod, drifts)
+    type Case<'a> = (&'a str, &'a Pod, &'a [Pdb], Option<&'a str>, bool);
+    let cases: [Case; 4] = [
+        ("do-not-disrupt, no grace period", &kept, &[], None, false),
+        (
+            "do-not-disrupt, a grace period",
+            &kept,
+            &[],
+            Some("1h"),
+            true,
+        ),
+        (
+            "a PDB at zero, no grace period",
+            &plain,
+            std::slice::from_ref(&pdb),
+            None,
+            false,
+        ),
+        (
+            "a PDB at zero, a grace period",
+            &plain,
+            std::slice::from_ref(&pdb),
+            Some("1h"),
+            true,
+        ),
+    ];
+    for (case, p, pdbs, grace, drifts) in cases {
+        let r = eval(&nodes, std::slice::from_ref(p), pdbs, &[m_only(grace)], &t);
+        let drifted = r.commands.iter().any(|c| c.reason == Reason::Drifted);
+        assert_eq!(drifted, drifts, "{case}: {r:#?}");
+        if !drifts {
+            assert!(r.blocked.iter().any(|b| b.node == "c"), "{case}: {r:#?}");
+        }
+    }
+}
+
+#[test]
 fn requirement_drift_hits_only_nodes_that_no_longer_satisfy_the_requirements() {
     let t = types();
     let mut labelled = node("n", "m7i.large", 1.0, &t);
