@@ -15,7 +15,7 @@
 
 use capstan_model::disruption::Reason;
 use capstan_model::pdb::Pdb;
-use capstan_model::volume::{Claim, StorageClass, Volume};
+use capstan_model::volume::{Attachment, Claim, StorageClass, Volume};
 use capstan_model::{ClaimStatus, Node, NodeClaim, NodePool, Pod, Taint};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -35,18 +35,20 @@ pub enum Kind {
     StorageClass,
     PersistentVolume,
     PersistentVolumeClaim,
+    VolumeAttachment,
 }
 
 impl Kind {
     /// Every kind capstan watches, in the order the cache syncs them (volumes before pods, so
     /// a pod is read with its claims).
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::NodePool,
         Kind::Pdb,
         Kind::DaemonSet,
         Kind::StorageClass,
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
+        Kind::VolumeAttachment,
         Kind::Node,
         Kind::NodeClaim,
         Kind::Pod,
@@ -64,6 +66,7 @@ impl Kind {
             Kind::StorageClass => "storageclasses",
             Kind::PersistentVolume => "persistentvolumes",
             Kind::PersistentVolumeClaim => "persistentvolumeclaims",
+            Kind::VolumeAttachment => "volumeattachments",
         }
     }
 }
@@ -99,6 +102,7 @@ pub enum Object {
     StorageClass(Arc<StorageClass>),
     PersistentVolume(Arc<Volume>),
     PersistentVolumeClaim(Arc<Claim>),
+    VolumeAttachment(Arc<Attachment>),
     Invalid(Arc<Invalid>),
 }
 
@@ -114,6 +118,7 @@ impl Object {
             Object::StorageClass(_) => Kind::StorageClass,
             Object::PersistentVolume(_) => Kind::PersistentVolume,
             Object::PersistentVolumeClaim(_) => Kind::PersistentVolumeClaim,
+            Object::VolumeAttachment(_) => Kind::VolumeAttachment,
             Object::Invalid(i) => i.kind,
         }
     }
@@ -130,6 +135,7 @@ impl Object {
             Object::StorageClass(c) => c.name.clone(),
             Object::PersistentVolume(v) => v.name.clone(),
             Object::PersistentVolumeClaim(c) => c.key.clone(),
+            Object::VolumeAttachment(a) => a.name.clone(),
             Object::Invalid(i) => i.key.clone(),
         }
     }

@@ -6,7 +6,7 @@
 
 use crate::api::{ApiError, Change, ClusterApi, Invalid, Kind, Listing, Meta, Object};
 use capstan_model::pdb::Pdb;
-use capstan_model::volume::{Claim, StorageClass, Volume, Volumes};
+use capstan_model::volume::{Attachment, Claim, StorageClass, Volume, Volumes};
 use capstan_model::{Node, NodeClaim, NodePool, Pod, Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -30,6 +30,7 @@ pub struct Cache {
     volume_meta: BTreeMap<(Kind, String), Meta>,
     /// Keys of pods that use PersistentVolumeClaims.
     with_claims: BTreeSet<String>,
+    attachments: Map<Attachment>,
     invalid: BTreeMap<(Kind, String), Arc<Invalid>>,
     /// Node name → the active pods bound to it, by key.
     pods_on: BTreeMap<String, BTreeMap<String, Arc<Pod>>>,
@@ -131,6 +132,7 @@ impl Cache {
             Kind::NodePool => self.nodepools.keys().cloned().collect(),
             Kind::Pdb => self.pdbs.keys().cloned().collect(),
             Kind::DaemonSet => self.daemonsets.keys().cloned().collect(),
+            Kind::VolumeAttachment => self.attachments.keys().cloned().collect(),
             Kind::StorageClass | Kind::PersistentVolume | Kind::PersistentVolumeClaim => self
                 .volume_meta
                 .keys()
@@ -234,6 +236,10 @@ impl Cache {
                 self.volumes.claims.insert(key.clone(), Claim::clone(&c));
                 self.volume_changed(kind, key, Some(meta));
             }
+            Object::VolumeAttachment(a) => {
+                self.attachments.insert(key, (meta, a));
+                self.counters.generation += 1;
+            }
             Object::Invalid(i) => {
                 self.invalid.insert((kind, key), i);
                 self.counters.generation += 1;
@@ -252,6 +258,7 @@ impl Cache {
             Kind::StorageClass => self.volumes.classes.contains_key(key),
             Kind::PersistentVolume => self.volumes.volumes.contains_key(key),
             Kind::PersistentVolumeClaim => self.volumes.claims.contains_key(key),
+            Kind::VolumeAttachment => self.attachments.contains_key(key),
         }
     }
 
@@ -351,6 +358,9 @@ impl Cache {
                 self.volumes.claims.remove(key);
                 self.volume_changed(kind, key.to_string(), None);
             }
+            Kind::VolumeAttachment => {
+                self.attachments.remove(key);
+            }
         }
     }
 
@@ -422,6 +432,7 @@ impl Cache {
             Kind::StorageClass | Kind::PersistentVolume | Kind::PersistentVolumeClaim => {
                 self.volume_meta.get(&(kind, key.to_string()))
             }
+            Kind::VolumeAttachment => self.attachments.get(key).map(|(m, _)| m),
         }
     }
 
@@ -478,6 +489,19 @@ impl Cache {
 
     pub fn daemonsets(&self) -> impl Iterator<Item = &Arc<Pod>> {
         self.daemonsets.values().map(|(_, p)| p)
+    }
+
+    /// The VolumeAttachments of `node`, in name order.
+    pub fn attachments_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a Attachment> {
+        self.attachments
+            .values()
+            .map(|(_, a)| &**a)
+            .filter(move |a| a.node == node)
+    }
+
+    /// The PersistentVolume a pod's claim (`namespace/name`) is bound to.
+    pub fn volume_of_claim(&self, key: &str) -> Option<&str> {
+        self.volumes.claims.get(key)?.volume_name.as_deref()
     }
 
     /// Objects that could not be read, with why.

@@ -605,6 +605,42 @@ fn a_do_not_disrupt_pod_is_not_evicted_by_a_drain_but_deleted_its_grace_period_b
 }
 
 #[test]
+fn the_instance_waits_for_its_volumes_to_detach_after_the_pods_are_gone() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({})));
+        w.pending("web-1");
+        w.run_a(12).await;
+        let node = w.nodes()[0].name.clone();
+        w.bind("web-1", &node);
+        let attachment = capstan_model::volume::Attachment {
+            name: "csi-123".into(),
+            node: node.clone(),
+            volume: Some("pv-1".into()),
+        };
+        w.api.put(Object::VolumeAttachment(Arc::new(attachment)));
+        w.run_a(1).await;
+        let meta = w.api.meta(Kind::Node, &node).unwrap();
+        w.kubectl
+            .write(Write::Delete {
+                kind: Kind::Node,
+                key: node.clone(),
+                uid: meta.uid,
+                rv: String::new(),
+            })
+            .await
+            .unwrap();
+        w.run_a(20).await;
+        assert!(w.api.pod("default/web-1").is_none(), "drained");
+        assert_eq!(w.live_instances(), 1, "its volume is still attached");
+        // The CSI driver detaches it: the instance goes.
+        w.api.remove(Kind::VolumeAttachment, "csi-123");
+        w.run_a(3).await;
+        assert_eq!(w.live_instances(), 0);
+        assert!(w.claims().is_empty());
+    });
+}
+
+#[test]
 fn kubectl_delete_nodeclaim_terminates_its_node_and_instance() {
     block(async {
         let mut w = World::new(pool(serde_json::json!({})));

@@ -100,9 +100,19 @@ pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
             .and_then(|p| p.termination_grace_period_seconds)
             .map(|g| g as f64);
         let wall = cx.config.epoch_unix + now;
-        if on_node.iter().any(|p| {
-            still_terminating(p, wall, now, c.deleted_at.unwrap_or(now), grace, c.deadline)
-        }) {
+        let since = c.deleted_at.unwrap_or(now);
+        if on_node
+            .iter()
+            .any(|p| still_terminating(p, wall, now, since, grace, c.deadline))
+        {
+            return;
+        }
+        // Then the volumes detach (their CSI drivers delete the VolumeAttachments), as in
+        // Karpenter: all but those of pods that stay to the end (DaemonSet pods), unless the
+        // terminationGracePeriod or the cloud's deadline ends the wait.
+        let in_time = grace.is_none_or(|g| now - since < g) && c.deadline.is_none_or(|d| now < d);
+        if in_time && attached(cx.cache(), node).next().is_some() {
+            tracing::debug!(claim = %c.name, %node, "waiting for volumes to detach");
             return;
         }
     }
@@ -162,6 +172,26 @@ pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
             reason: c.deletion_reason.unwrap_or(Reason::ClaimDeleted),
         },
     );
+}
+
+/// The VolumeAttachments of `node` the instance waits for: those of volumes no pod staying
+/// on the node (a DaemonSet's, say) uses.
+fn attached<'a>(
+    cache: &'a crate::cache::Cache,
+    node: &'a str,
+) -> impl Iterator<Item = &'a capstan_model::volume::Attachment> {
+    let staying: std::collections::BTreeSet<&str> = cache
+        .pods_on(node)
+        .flat_map(|p| {
+            p.volume_claims
+                .iter()
+                .map(move |r| format!("{}/{}", p.namespace, r.claim))
+        })
+        .filter_map(|k| cache.volume_of_claim(&k))
+        .collect();
+    cache
+        .attachments_on(node)
+        .filter(move |a| a.volume.as_deref().is_none_or(|v| !staying.contains(v)))
 }
 
 async fn drain<A: ClusterApi, C: CloudProvider>(

@@ -29,7 +29,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
@@ -317,6 +317,7 @@ impl KubeApi {
             Kind::StorageClass => ("storage.k8s.io/v1", "StorageClass"),
             Kind::PersistentVolume => ("v1", "PersistentVolume"),
             Kind::PersistentVolumeClaim => ("v1", "PersistentVolumeClaim"),
+            Kind::VolumeAttachment => ("storage.k8s.io/v1", "VolumeAttachment"),
         };
         let now = Timestamp::now();
         let ev = KubeEvent {
@@ -470,6 +471,14 @@ impl ClusterApi for KubeApi {
                 )
                 .await
             }
+            Kind::VolumeAttachment => {
+                self.list_all(
+                    kind,
+                    Api::<VolumeAttachment>::all(c),
+                    convert::volume_attachment,
+                )
+                .await
+            }
             Kind::PersistentVolumeClaim => {
                 self.list_all(
                     kind,
@@ -511,6 +520,13 @@ impl ClusterApi for KubeApi {
                 Api::<PersistentVolume>::all(c),
                 t,
                 convert::persistent_volume,
+            ),
+            Kind::VolumeAttachment => w.poll(
+                kind,
+                since,
+                Api::<VolumeAttachment>::all(c),
+                t,
+                convert::volume_attachment,
             ),
             Kind::PersistentVolumeClaim => w.poll(
                 kind,

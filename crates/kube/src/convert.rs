@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use serde_json::Value;
@@ -81,6 +81,10 @@ pub fn persistent_volume(v: &PersistentVolume) -> Object {
         Ok(v) => Object::PersistentVolume(Arc::new(v)),
         Err(e) => invalid(Kind::PersistentVolume, &v.metadata, e.to_string()),
     }
+}
+
+pub fn volume_attachment(a: &VolumeAttachment) -> Object {
+    Object::VolumeAttachment(Arc::new(capstan_model::volume::attachment(a)))
 }
 
 pub fn persistent_volume_claim(c: &PersistentVolumeClaim) -> Object {

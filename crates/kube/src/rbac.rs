@@ -27,6 +27,9 @@ pub const CLUSTER: &[Permission] = &[
     ("", "persistentvolumes", "watch"),
     ("storage.k8s.io", "storageclasses", "list"),
     ("storage.k8s.io", "storageclasses", "watch"),
+    // Termination waits for a node's volumes to detach.
+    ("storage.k8s.io", "volumeattachments", "list"),
+    ("storage.k8s.io", "volumeattachments", "watch"),
     ("capstan.dev", "nodepools", "list"),
     ("capstan.dev", "nodepools", "watch"),
     ("capstan.dev", "nodeclaims", "list"),

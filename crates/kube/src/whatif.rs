@@ -57,6 +57,7 @@ impl Live {
             Object::PersistentVolumeClaim(c) => {
                 self.volumes.claims.insert(c.key.clone(), (*c).clone());
             }
+            Object::VolumeAttachment(_) => {}
             Object::Invalid(i) => self.warnings.push(format!(
                 "{} {}: skipped: {}",
                 i.kind.plural(),

@@ -138,6 +138,25 @@ impl Volumes {
     }
 }
 
+/// A VolumeAttachment: a volume still attached to a node (its CSI driver has not detached
+/// it). The instance waits for it to go, as Karpenter's termination does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Attachment {
+    pub name: String,
+    pub node: String,
+    /// The PersistentVolume attached (`spec.source.persistentVolumeName`).
+    pub volume: Option<String>,
+}
+
+/// A VolumeAttachment's scheduling form.
+pub fn attachment(a: &storage::VolumeAttachment) -> Attachment {
+    Attachment {
+        name: a.metadata.name.clone().unwrap_or_default(),
+        node: a.spec.node_name.clone(),
+        volume: a.spec.source.persistent_volume_name.clone(),
+    }
+}
+
 /// The claims a pod's volumes use.
 pub fn claim_refs(pod_name: &str, spec: &core::PodSpec) -> Vec<ClaimRef> {
     spec.volumes

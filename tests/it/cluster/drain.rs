@@ -67,6 +67,64 @@ fn kubectl_delete_node_drains_the_node_through_capstans_finalizer_before_the_ins
 
 #[test]
 #[ignore = "needs the local control plane (scripts/control-plane.sh up); bash .ci/run runs it"]
+fn a_deleted_nodes_instance_waits_for_its_volume_attachments_to_go() {
+    let c = Cluster::get();
+    c.default_pool("");
+    let ns = c.namespace("detach");
+    c.deployment(&ns, "web", 1, "500m", "");
+    let capstan = c.capstan("detach", &[]);
+    let (_, _, node) = wait_for("the pod Running", Duration::from_secs(120), || {
+        c.phases(&ns, "web")
+            .into_iter()
+            .find(|(_, phase, _)| phase == "Running")
+    });
+    // A volume a CSI driver attached to the node (no driver runs here: the test detaches it).
+    let va = format!("csi-{ns}");
+    c.apply(&format!(
+        r#"
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttachment
+metadata: {{name: {va}}}
+spec:
+  attacher: ebs.csi.aws.com
+  nodeName: {node}
+  source: {{persistentVolumeName: pv-{ns}}}
+"#
+    ));
+    c.ok(&["delete", "node", &node, "--wait=false"]);
+    wait_for(
+        "the pod drained off the node",
+        Duration::from_secs(120),
+        || {
+            let phases = c.phases(&ns, "web");
+            phases.iter().all(|(_, _, n)| n != &node).then_some(())
+        },
+    );
+    let instance_alive = || {
+        c.items(&["fakeinstances.capstan.dev"])
+            .iter()
+            .any(|x| x["spec"]["nodeName"] == node.as_str())
+    };
+    std::thread::sleep(Duration::from_secs(10));
+    assert!(
+        instance_alive(),
+        "the instance waits for the volume to detach"
+    );
+    assert!(c.kubectl(&["get", "node", &node], None).status.success());
+    c.ok(&["delete", "volumeattachment", &va]);
+    wait_for(
+        "the instance and node gone once the volume detached",
+        Duration::from_secs(60),
+        || {
+            let node_gone = !c.kubectl(&["get", "node", &node], None).status.success();
+            (!instance_alive() && node_gone).then_some(())
+        },
+    );
+    drop(capstan);
+}
+
+#[test]
+#[ignore = "needs the local control plane (scripts/control-plane.sh up); bash .ci/run runs it"]
 fn a_scale_in_consolidates_through_the_eviction_api_against_a_pdb_without_losing_a_pod() {
     let c = Cluster::get();
     c.pool(

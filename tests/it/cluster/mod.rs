@@ -322,6 +322,10 @@ impl Cluster {
         let _ = self.kubectl(&["delete", "nodes", "--all", "--wait=false"], None);
         let _ = self.kubectl(&["delete", "pv", "--all", "--wait=false"], None);
         let _ = self.kubectl(
+            &["delete", "volumeattachments", "--all", "--wait=false"],
+            None,
+        );
+        let _ = self.kubectl(
             &[
                 "delete",
                 "storageclass",
