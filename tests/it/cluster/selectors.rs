@@ -29,12 +29,14 @@ fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_imp
         "500m",
         "      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m7i]}]}]}}}",
     );
+    // minDomains: kube-scheduler counts only the zones of nodes already up, so without it the
+    // first node to register could take all three pods.
     c.deployment(
         &ns,
         "spread",
         3,
         "500m",
-        "      topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: spread}}}]",
+        "      topologySpreadConstraints: [{maxSkew: 1, minDomains: 3, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: spread}}}]",
     );
     c.deployment(&ns, "custom", 2, "500m", "      nodeSelector: {team: ml}");
     // The NodePool's `tier Exists`, narrowed by a pod's selector, and not narrowed at all.
