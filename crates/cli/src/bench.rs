@@ -61,6 +61,7 @@ pub fn instance_types(n: usize) -> Vec<InstanceType> {
                     ]
                     .map(|(ct, price)| Offering {
                         zone: z.to_string(),
+                        zone_id: None,
                         capacity_type: ct.to_string(),
                         price,
                         available: true,

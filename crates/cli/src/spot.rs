@@ -134,6 +134,7 @@ pub fn from_text(catalog: &mut Catalog, path: &str, text: &str) -> Result<SpotPr
         };
         let offerings = &mut t.offerings;
         for (zone, price) in zones {
+            let zone_id = zone_id_of(offerings, zone);
             match offerings
                 .iter_mut()
                 .find(|o| o.capacity_type == CAPACITY_SPOT && o.zone == zone)
@@ -141,6 +142,7 @@ pub fn from_text(catalog: &mut Catalog, path: &str, text: &str) -> Result<SpotPr
                 Some(o) => o.price = price,
                 None => offerings.push(Offering {
                     zone: zone.to_string(),
+                    zone_id,
                     capacity_type: CAPACITY_SPOT.into(),
                     price,
                     available: true,
@@ -183,6 +185,7 @@ pub fn estimate(catalog: &mut Catalog) {
         for zone in zones {
             if let Some(price) = model.spot_price(&name, &zone, Duration::ZERO) {
                 offerings.push(Offering {
+                    zone_id: zone_id_of(offerings, &zone),
                     zone,
                     capacity_type: CAPACITY_SPOT.into(),
                     price,
@@ -191,4 +194,12 @@ pub fn estimate(catalog: &mut Catalog) {
             }
         }
     }
+}
+
+/// The zone ID another offering of the type in that zone gives.
+fn zone_id_of(offerings: &[Offering], zone: &str) -> Option<String> {
+    offerings
+        .iter()
+        .find(|o| o.zone == zone)
+        .and_then(|o| o.zone_id.clone())
 }

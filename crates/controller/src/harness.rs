@@ -89,7 +89,8 @@ impl World {
         }
     }
 
-    /// One second passes: booted instances register their node (NotReady → Ready at once).
+    /// One second passes: booted instances register their node (NotReady → Ready at once),
+    /// bar those the fake cloud made never to become ready (their kubelet never joins).
     fn tick(&mut self) {
         self.clock.advance(Duration::from_secs(1));
         for tr in self.cloud.take_transitions() {
@@ -99,6 +100,9 @@ impl World {
             let Some(inst) = self.cloud.peek(&tr.provider_id) else {
                 continue;
             };
+            if inst.ready_at.is_none() {
+                continue;
+            }
             let t = testkit::small_catalog()
                 .instance_types
                 .into_iter()
@@ -440,7 +444,7 @@ fn a_balanced_nodepool_provisions_and_says_once_that_it_consolidates_only_empty_
 #[test]
 fn a_claim_whose_launch_has_not_succeeded_in_five_minutes_is_deleted_and_its_pod_planned_again() {
     block(async {
-        let mut w = World::with_cloud(pool(serde_json::json!({})), |c| {
+        let mut w = World::with_cloud(one_zone_on_demand(&["m7i.large", "m7i.xlarge"]), |c| {
             c.faults.launch_failure_rate = 1.0;
         });
         w.pending("web-1");
@@ -466,7 +470,65 @@ fn a_claim_whose_launch_has_not_succeeded_in_five_minutes_is_deleted_and_its_pod
             claims.iter().map(|c| &c.name).collect::<Vec<_>>()
         );
         assert_eq!(claims.len(), 1, "a new claim for the pod");
+        assert_eq!(first[0].instance_types, ["m7i.large", "m7i.xlarge"]);
+        assert_eq!(
+            claims[0].instance_types,
+            ["m7i.xlarge"],
+            "the offering the first claim went for is cached unavailable"
+        );
         assert_eq!(w.live_instances(), 0);
+    });
+}
+
+/// A NodePool of these types, on-demand in us-east-1a only: one offering per type.
+fn one_zone_on_demand(types: &[&str]) -> NodePool {
+    let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"requirements": [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}}}
+    }))
+    .unwrap();
+    NodePool::compile_fail_closed(&obj).unwrap()
+}
+
+#[test]
+fn an_instance_that_never_registers_is_replaced_on_another_offering() {
+    block(async {
+        let mut w = World::with_cloud(one_zone_on_demand(&["m7i.large", "m7i.xlarge"]), |c| {
+            c.faults.never_ready_rate = 1.0;
+        });
+        w.pending("web-1");
+        w.run_a(10).await;
+        let first = w.claims();
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].status.instance_type.as_deref(), Some("m7i.large"));
+        w.run_a(880).await;
+        assert_eq!(
+            w.claims()[0].name,
+            first[0].name,
+            "not replaced within 15 minutes"
+        );
+        w.run_a(40).await;
+        let acts = actions(&mut w.a);
+        assert!(
+            acts.iter()
+                .any(|a| matches!(a, Action::NotRegistered { claim } if *claim == first[0].name)),
+            "the claim is given up after 15 minutes"
+        );
+        let launched: Vec<&String> = acts
+            .iter()
+            .filter_map(|a| match a {
+                Action::Launched { instance_type, .. } => Some(instance_type),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            launched.last().map(|s| s.as_str()),
+            Some("m7i.xlarge"),
+            "the replacement avoids the offering that never joined: {launched:?}"
+        );
     });
 }
 

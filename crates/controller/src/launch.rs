@@ -9,8 +9,8 @@ use crate::catalog::Catalog;
 use crate::context::Ctx;
 use crate::{Action, Config, secs};
 use capstan_cloud::{Clock, CloudError, CloudProvider, LaunchRequest, OfferingKey};
+use capstan_model::catalog::offering_allowed;
 use capstan_model::disruption::Reason;
-use capstan_model::labels;
 use capstan_model::{InstanceType, NodeClaim};
 use rand::Rng;
 use std::collections::BTreeMap;
@@ -40,11 +40,7 @@ pub fn launchable_types(c: &NodeClaim, types: &[InstanceType], catalog: &Catalog
                     .map(|(_, x)| {
                         x.offerings
                             .iter()
-                            .filter(|o| {
-                                c.requirements.allows(labels::ZONE, &o.zone)
-                                    && c.requirements
-                                        .allows(labels::CAPACITY_TYPE, &o.capacity_type)
-                            })
+                            .filter(|o| offering_allowed(o, &c.requirements))
                             .map(|o| (&o.zone, o.capacity_type.as_str()))
                             .collect()
                     })
@@ -60,6 +56,33 @@ pub fn launchable_types(c: &NodeClaim, types: &[InstanceType], catalog: &Catalog
         })
         .cloned()
         .collect()
+}
+
+/// The offering a launch of the claim asks for first: the cheapest allowed and available
+/// offering of its first launchable type.
+pub fn first_offering(
+    c: &NodeClaim,
+    types: &[InstanceType],
+    catalog: &Catalog,
+) -> Option<OfferingKey> {
+    let first = launchable_types(c, types, catalog).into_iter().next()?;
+    let (_, t) = capstan_model::catalog::type_for_pool(types, &first, Some(&c.nodepool))?;
+    t.offerings
+        .iter()
+        .filter(|o| offering_allowed(o, &c.requirements))
+        .map(|o| {
+            (
+                o.price,
+                OfferingKey {
+                    instance_type: first.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                },
+            )
+        })
+        .filter(|(_, k)| !catalog.is_unavailable(k))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
 }
 
 #[derive(Clone, Debug, Default)]
@@ -109,6 +132,12 @@ impl Launcher {
     ) {
         if c.status.launched_at.is_none() && now - c.created >= cx.config.launch_ttl {
             let why = format!("not launched within {} s", cx.config.launch_ttl);
+            // The offering every attempt went for first is cached unavailable, as one out of
+            // capacity is: the claim planned next for these pods aims elsewhere.
+            if let Some(key) = first_offering(c, cx.s.catalog.cached(), &cx.s.catalog) {
+                cx.s.catalog
+                    .mark_unavailable(key, now + cx.config.unavailable_ttl);
+            }
             self.abandon(cx, now, c, &why).await;
             return;
         }
@@ -295,6 +324,7 @@ impl Launcher {
 mod tests {
     use super::*;
     use capstan_model::Requirement;
+    use capstan_model::labels;
 
     #[test]
     fn backoff_doubles_per_attempt_within_jitter_and_stops_at_the_cap() {

@@ -11,7 +11,7 @@
 use crate::Action;
 use crate::api::{ClusterApi, EventType, Kind, MetaPatch, TaintChange, Write};
 use crate::context::Ctx;
-use capstan_cloud::CloudProvider;
+use capstan_cloud::{CloudProvider, OfferingKey};
 use capstan_disrupt::{NODEPOOL_HASH, NODEPOOL_HASH_VERSION, template_hash};
 use capstan_model::claim::TERMINATION_FINALIZER;
 use capstan_model::disruption::Reason;
@@ -22,8 +22,21 @@ use capstan_model::{Node, NodeClaim, NodePool, Taint};
 /// The metadata a node needs to be adopted for `claim`: labels it lacks (both spellings, and
 /// Karpenter's `karpenter.sh/registered`), the template hash, and the finalizer. Empty when
 /// it has all of them.
-pub fn adoption_patch(node: &Node, claim: &NodeClaim, pool: Option<&NodePool>) -> MetaPatch {
+pub fn adoption_patch(
+    node: &Node,
+    claim: &NodeClaim,
+    pool: Option<&NodePool>,
+    zone_id: Option<&str>,
+) -> MetaPatch {
     let mut patch = MetaPatch::default();
+    // As Karpenter's AWS provider, the node carries its zone's ID where the catalog knows it.
+    if let Some(id) = zone_id
+        && node.labels.get(labels::ZONE_ID).map(String::as_str) != Some(id)
+    {
+        patch
+            .labels
+            .insert(labels::ZONE_ID.into(), Some(id.to_string()));
+    }
     if node
         .labels
         .get(labels::REGISTERED_LABEL)
@@ -116,6 +129,22 @@ pub(crate) async fn register<A: ClusterApi, C: CloudProvider>(
     let Some(node_name) = cx.cache().node_by_provider(&pid).map(str::to_string) else {
         let launched = c.status.launched_at.unwrap_or(c.created);
         if now - launched > cx.config.registration_ttl {
+            // As Karpenter, an offering whose instance never joined is not tried again for
+            // a while: the replacement goes to another type, zone or capacity type.
+            if let (Some(t), Some(z), Some(ct)) = (
+                &c.status.instance_type,
+                &c.status.zone,
+                &c.status.capacity_type,
+            ) {
+                cx.s.catalog.mark_unavailable(
+                    OfferingKey {
+                        instance_type: t.clone(),
+                        zone: z.clone(),
+                        capacity_type: ct.clone(),
+                    },
+                    now + cx.config.unavailable_ttl,
+                );
+            }
             cx.record(
                 now,
                 Action::NotRegistered {
@@ -131,7 +160,16 @@ pub(crate) async fn register<A: ClusterApi, C: CloudProvider>(
         return;
     };
     let pool = cx.cache().nodepool(&c.nodepool).cloned();
-    let patch = adoption_patch(&node, c, pool.as_deref());
+    let zone_id = c.status.zone.as_ref().and_then(|z| {
+        let t = c.status.instance_type.as_deref()?;
+        let (_, t) =
+            capstan_model::catalog::type_for_pool(cx.s.catalog.cached(), t, Some(&c.nodepool))?;
+        t.offerings
+            .iter()
+            .find(|o| o.zone == *z)
+            .and_then(|o| o.zone_id.clone())
+    });
+    let patch = adoption_patch(&node, c, pool.as_deref(), zone_id.as_deref());
     if !patch.is_empty() {
         let Some(meta) = cx.cache().node_meta(&node_name).cloned() else {
             return;
@@ -273,11 +311,12 @@ mod tests {
             ..Default::default()
         };
         let pool = NodePool::default_pool();
-        let p = adoption_patch(&node, &claim(), Some(&pool));
+        let p = adoption_patch(&node, &claim(), Some(&pool), Some("use1-az4"));
         assert_eq!(p.labels[labels::NODEPOOL], Some("default".into()));
         assert_eq!(p.labels[labels::KARPENTER_NODEPOOL], Some("default".into()));
         assert_eq!(p.labels["team"], Some("a".into()));
         assert_eq!(p.labels[labels::REGISTERED_LABEL], Some("true".into()));
+        assert_eq!(p.labels[labels::ZONE_ID], Some("use1-az4".into()));
         assert_eq!(p.annotations[NODEPOOL_HASH], Some(template_hash(&pool)));
         assert_eq!(
             p.annotations[NODEPOOL_HASH_VERSION].as_deref(),
@@ -302,7 +341,7 @@ mod tests {
             .insert(NODEPOOL_HASH_VERSION.into(), TEMPLATE_HASH_VERSION.into());
         node.labels
             .insert(labels::REGISTERED_LABEL.into(), "true".into());
-        assert!(adoption_patch(&node, &c, Some(&pool)).is_empty());
+        assert!(adoption_patch(&node, &c, Some(&pool), None).is_empty());
     }
 
     #[test]

@@ -21,6 +21,7 @@
 
 pub mod heap;
 
+use capstan_model::catalog::{offering_allowed, zone_id_allowed};
 pub use capstan_model::disruption::Reason;
 use capstan_model::labels::{self, CAPACITY_SPOT, DO_NOT_DISRUPT};
 use capstan_model::nodepool::ConsolidationPolicy;
@@ -396,12 +397,7 @@ impl<'a> Engine<'a> {
                         continue;
                     }
                     for o in &t.offerings {
-                        if o.available
-                            && np.requirements.allows(labels::ZONE, &o.zone)
-                            && np
-                                .requirements
-                                .allows(labels::CAPACITY_TYPE, &o.capacity_type)
-                        {
+                        if o.available && offering_allowed(o, &np.requirements) {
                             if t.allocatable.cpu > 0 {
                                 c = c.min(o.price / t.allocatable.cpu as f64);
                             }
@@ -495,13 +491,7 @@ impl<'a> Engine<'a> {
             .filter(|t| need.fits_in(&t.allocatable))
             .filter(|t| capstan_sched::predicates::type_compatible(t, &np.requirements))
             .flat_map(|t| t.offerings.iter())
-            .filter(|o| {
-                o.available
-                    && np.requirements.allows(labels::ZONE, &o.zone)
-                    && np
-                        .requirements
-                        .allows(labels::CAPACITY_TYPE, &o.capacity_type)
-            })
+            .filter(|o| o.available && offering_allowed(o, &np.requirements))
             .map(|o| o.price)
             .fold(f64::INFINITY, f64::min)
     }
@@ -682,6 +672,10 @@ impl<'a> Engine<'a> {
                                             && o.capacity_type == CAPACITY_SPOT
                                             && o.price < before
                                             && c.requirements.allows(labels::ZONE, &o.zone)
+                                            && zone_id_allowed(
+                                                o.zone_id.as_deref(),
+                                                &c.requirements,
+                                            )
                                     })
                                     .map(|o| o.price)
                                     .min_by(f64::total_cmp)

@@ -113,6 +113,7 @@ fn add_spot_offerings(types: &mut [InstanceType]) {
         let od = it.offerings[0].price;
         it.offerings.push(capstan_model::Offering {
             zone: "us-east-1a".into(),
+            zone_id: None,
             capacity_type: "spot".into(),
             price: od * 0.3,
             available: true,

@@ -1,7 +1,7 @@
 //! Instance types with offerings, and the shared catalog file format.
 
 use crate::labels;
-use crate::requirements::Requirements;
+use crate::requirements::{Operator, Requirements};
 use crate::resources::{self, MIB, Resources};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -10,6 +10,10 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Offering {
     pub zone: String,
+    /// The zone's ID (`use1-az4`, `topology.k8s.aws/zone-id`): the same physical zone in
+    /// every account, where zone names are shuffled per account. Unknown where the catalog
+    /// does not say.
+    pub zone_id: Option<String>,
     pub capacity_type: String,
     pub price: f64,
     pub available: bool,
@@ -106,8 +110,22 @@ pub fn merge_pool_types(per_pool: Vec<(String, Vec<InstanceType>)>) -> Vec<Insta
     out
 }
 
+/// Whether requirements allow an offering: its zone, zone ID and capacity type. An offering
+/// whose zone ID is unknown meets a zone-ID requirement only where that allows no value
+/// (`NotIn`, `DoesNotExist`), as a node without the label would.
 pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
-    reqs.allows(labels::ZONE, &o.zone) && reqs.allows(labels::CAPACITY_TYPE, &o.capacity_type)
+    reqs.allows(labels::ZONE, &o.zone)
+        && reqs.allows(labels::CAPACITY_TYPE, &o.capacity_type)
+        && zone_id_allowed(o.zone_id.as_deref(), reqs)
+}
+
+/// Whether requirements allow a zone ID (`None`: unknown, the label absent).
+pub fn zone_id_allowed(zone_id: Option<&str>, reqs: &Requirements) -> bool {
+    match (zone_id, reqs.get(labels::ZONE_ID)) {
+        (_, None) => true,
+        (Some(id), Some(r)) => r.has(id),
+        (None, Some(r)) => matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +140,10 @@ pub enum CatalogError {
 pub struct CatalogFile {
     #[serde(default)]
     pub meta: Option<serde_json::Value>,
+    /// Zone name → zone ID (`{"us-east-1a": "use1-az4"}`), for offerings that do not give
+    /// their own `zone_id`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub zone_ids: BTreeMap<String, String>,
     pub instance_types: Vec<CatalogEntry>,
 }
 
@@ -181,6 +203,8 @@ pub struct CatalogEntry {
 #[serde(deny_unknown_fields)]
 pub struct CatalogOffering {
     pub zone: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_id: Option<String>,
     pub capacity_type: String,
     pub price_usd_per_hour: f64,
     #[serde(default = "yes")]
@@ -214,12 +238,14 @@ impl Catalog {
             .to_string();
         let mut types = Vec::with_capacity(file.instance_types.len());
         for (i, e) in file.instance_types.into_iter().enumerate() {
-            types.push(instance_type(&region, e).map_err(|(field, message)| {
-                CatalogError::Field {
-                    field: format!("instance_types[{i}].{field}"),
-                    message,
-                }
-            })?);
+            types.push(
+                instance_type(&region, &file.zone_ids, e).map_err(|(field, message)| {
+                    CatalogError::Field {
+                        field: format!("instance_types[{i}].{field}"),
+                        message,
+                    }
+                })?,
+            );
         }
         Ok(Catalog {
             region,
@@ -240,7 +266,11 @@ impl Catalog {
     }
 }
 
-fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String, String)> {
+fn instance_type(
+    region: &str,
+    zone_ids: &BTreeMap<String, String>,
+    e: CatalogEntry,
+) -> Result<InstanceType, (String, String)> {
     if e.vcpu <= 0 {
         return Err(("vcpu".into(), format!("must be positive, got {}", e.vcpu)));
     }
@@ -369,6 +399,7 @@ fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String,
                     ));
                 }
                 out.push(Offering {
+                    zone_id: o.zone_id.or_else(|| zone_ids.get(&o.zone).cloned()),
                     zone: o.zone,
                     capacity_type: o.capacity_type,
                     price: o.price_usd_per_hour,
@@ -384,6 +415,7 @@ fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String,
                 .iter()
                 .map(|z| Offering {
                     zone: format!("{region}{z}"),
+                    zone_id: zone_ids.get(&format!("{region}{z}")).cloned(),
                     capacity_type: labels::CAPACITY_ON_DEMAND.into(),
                     price: p,
                     available: true,
@@ -405,6 +437,7 @@ fn instance_type(region: &str, e: CatalogEntry) -> Result<InstanceType, (String,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::requirements::Requirement;
 
     fn load(json: &str) -> Result<Catalog, CatalogError> {
         Catalog::from_file(serde_json::from_str(json).unwrap())
@@ -519,6 +552,55 @@ mod tests {
             c.instance_types[2].allocatable.get("aws.amazon.com/neuron"),
             1
         );
+    }
+
+    #[test]
+    fn offerings_take_zone_ids_from_the_offering_or_the_files_map_and_requirements_select_them() {
+        let c = load(r#"{"zone_ids":{"us-east-1a":"use1-az4","us-east-1b":"use1-az6"},"instance_types":[
+            {"name":"m7i.large","arch":"amd64","vcpu":2,"memory_mib":8192,"max_pods":29,"offerings":[
+                {"zone":"us-east-1a","capacity_type":"on-demand","price_usd_per_hour":0.1},
+                {"zone":"us-east-1b","zone_id":"use1-az1","capacity_type":"on-demand","price_usd_per_hour":0.1},
+                {"zone":"us-east-1c","capacity_type":"on-demand","price_usd_per_hour":0.1}]}]}"#)
+        .unwrap();
+        let ids: Vec<Option<&str>> = c.instance_types[0]
+            .offerings
+            .iter()
+            .map(|o| o.zone_id.as_deref())
+            .collect();
+        assert_eq!(ids, [Some("use1-az4"), Some("use1-az1"), None]);
+        // (requirement on the zone ID, zones allowed)
+        let cases: [(Option<Requirement>, &[&str]); 5] = [
+            (None, &["us-east-1a", "us-east-1b", "us-east-1c"]),
+            (
+                Some(Requirement::in_values(labels::ZONE_ID, ["use1-az1"])),
+                &["us-east-1b"],
+            ),
+            (
+                Some(Requirement::not_in(labels::ZONE_ID, ["use1-az1"])),
+                &["us-east-1a", "us-east-1c"],
+            ),
+            (
+                Some(Requirement::exists(labels::ZONE_ID)),
+                &["us-east-1a", "us-east-1b"],
+            ),
+            (
+                Some(Requirement::does_not_exist(labels::ZONE_ID)),
+                &["us-east-1c"],
+            ),
+        ];
+        for (r, want) in cases {
+            let mut reqs = Requirements::new();
+            if let Some(r) = r.clone() {
+                reqs.add(r);
+            }
+            let got: Vec<&str> = c.instance_types[0]
+                .offerings
+                .iter()
+                .filter(|o| offering_allowed(o, &reqs))
+                .map(|o| o.zone.as_str())
+                .collect();
+            assert_eq!(got, want, "{r:?}");
+        }
     }
 
     #[test]

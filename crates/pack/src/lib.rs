@@ -347,6 +347,7 @@ fn claims_for(
             .filter(|c| req.fits_in(&c.cap))
             .map(|c| c.t)
             .collect();
+        let options = truncate_options(input.instance_types, options, &pool.requirements);
         let Some(&t) = options.first() else { continue };
         let it = &input.instance_types[t];
         let o = it
@@ -371,6 +372,52 @@ fn claims_for(
         *seq += 1;
     }
     out
+}
+
+/// The most instance types a NodeClaim names, as Karpenter (`MaxInstanceTypes`): a launch
+/// request over hundreds of types gains nothing over one over the cheapest sixty.
+pub const MAX_INSTANCE_TYPES: usize = 60;
+
+/// Keeps the `MAX_INSTANCE_TYPES` first (cheapest) of a claim's options, and then, for each
+/// requirement with minValues the kept ones fall short of, the next cheapest that bring a
+/// value not yet kept — so truncation never breaks minValues (Karpenter instead refuses the
+/// truncated claim under its Strict policy). The order stays the options' order.
+pub fn truncate_options(
+    types: &[InstanceType],
+    options: Vec<usize>,
+    reqs: &Requirements,
+) -> Vec<usize> {
+    if options.len() <= MAX_INSTANCE_TYPES {
+        return options;
+    }
+    let mut keep = vec![false; options.len()];
+    for k in keep.iter_mut().take(MAX_INSTANCE_TYPES) {
+        *k = true;
+    }
+    for r in reqs.iter() {
+        let Some(min) = r.min_values else { continue };
+        let mut seen: BTreeSet<&String> = options
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .filter_map(|(&t, _)| types[t].labels.get(&r.key))
+            .collect();
+        for (i, &t) in options.iter().enumerate() {
+            if seen.len() >= min as usize {
+                break;
+            }
+            if let Some(v) = types[t].labels.get(&r.key)
+                && seen.insert(v)
+            {
+                keep[i] = true;
+            }
+        }
+    }
+    options
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(t, k)| k.then_some(t))
+        .collect()
 }
 
 /// Whether a set of claims respects each claim's pool minValues.

@@ -372,6 +372,7 @@ fn spot_capacity_is_spread_over_pools() {
             .enumerate()
             .map(|(i, o)| Offering {
                 zone: o.zone.clone(),
+                zone_id: o.zone_id.clone(),
                 capacity_type: "spot".into(),
                 price: od * (0.3 + 0.01 * i as f64),
                 available: true,
@@ -737,4 +738,57 @@ fn optimal_told_to_stop_at_once_reports_the_gap_it_has_and_no_proof() {
     );
     let proven = pack_until(input, &options, &|| f64::INFINITY).unwrap();
     assert_eq!(proven.gap, 0.0, "the search proves three nodes optimal");
+}
+
+#[test]
+fn a_claims_instance_types_are_cut_to_the_sixty_cheapest_unless_min_values_needs_more() {
+    let types = Catalog::builtin().instance_types;
+    assert!(
+        types.len() > 100,
+        "the built-in catalog has {} types",
+        types.len()
+    );
+    let all: Vec<usize> = (0..types.len()).collect();
+    let families = |kept: &[usize]| -> BTreeSet<&String> {
+        kept.iter()
+            .filter_map(|&t| types[t].labels.get(capstan_model::labels::INSTANCE_FAMILY))
+            .collect()
+    };
+    let in_first_sixty = families(&all[..MAX_INSTANCE_TYPES]).len();
+    let total = families(&all).len();
+    assert!(
+        in_first_sixty < total,
+        "{in_first_sixty} of {total} families in the first sixty"
+    );
+    // (minValues on the family, types kept, families kept)
+    let cases = [
+        (None, MAX_INSTANCE_TYPES, in_first_sixty),
+        (
+            Some(in_first_sixty as u32),
+            MAX_INSTANCE_TYPES,
+            in_first_sixty,
+        ),
+        (
+            Some(in_first_sixty as u32 + 2),
+            MAX_INSTANCE_TYPES + 2,
+            in_first_sixty + 2,
+        ),
+    ];
+    for (min, len, fams) in cases {
+        let mut reqs = Requirements::default();
+        reqs.add(
+            capstan_model::Requirement::exists(capstan_model::labels::INSTANCE_FAMILY)
+                .with_min_values(min),
+        );
+        let kept = truncate_options(&types, all.clone(), &reqs);
+        assert_eq!(kept.len(), len, "minValues {min:?}");
+        assert_eq!(families(&kept).len(), fams, "minValues {min:?}");
+        assert!(
+            kept.windows(2).all(|w| w[0] < w[1]),
+            "the options' order is kept"
+        );
+        assert_eq!(kept[..MAX_INSTANCE_TYPES], all[..MAX_INSTANCE_TYPES]);
+    }
+    let short = truncate_options(&types, all[..10].to_vec(), &Requirements::default());
+    assert_eq!(short, all[..10].to_vec(), "ten options stay ten");
 }

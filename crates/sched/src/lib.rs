@@ -54,6 +54,14 @@ impl InFlight {
         labels.extend(c.labels.clone());
         if let Some(z) = &c.status.zone {
             labels.insert(capstan_model::labels::ZONE.into(), z.clone());
+            if let Some(id) = t
+                .offerings
+                .iter()
+                .find(|o| o.zone == *z)
+                .and_then(|o| o.zone_id.clone())
+            {
+                labels.insert(capstan_model::labels::ZONE_ID.into(), id);
+            }
         }
         if let Some(ct) = &c.status.capacity_type {
             labels.insert(capstan_model::labels::CAPACITY_TYPE.into(), ct.clone());

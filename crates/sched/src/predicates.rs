@@ -5,9 +5,10 @@ use capstan_model::requirements::{Operator, Undefined};
 use capstan_model::taints::untolerated;
 use capstan_model::{InstanceType, NodePool, Pod, Requirement, Requirements, Resources};
 
-/// Whether a type's labels satisfy a requirement (zone and capacity type are per offering).
+/// Whether a type's labels satisfy a requirement (zone, zone ID and capacity type are per
+/// offering).
 pub fn type_allows(t: &InstanceType, r: &Requirement) -> bool {
-    if r.key == ZONE || r.key == CAPACITY_TYPE {
+    if r.key == ZONE || r.key == CAPACITY_TYPE || r.key == labels::ZONE_ID {
         return true;
     }
     match t.labels.get(&r.key) {

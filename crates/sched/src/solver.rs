@@ -6,7 +6,8 @@ use crate::topology::{KeyConstraint, Owned, PodTopology, Topology, pin};
 use crate::{
     Binding, ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, Unschedulable,
 };
-use capstan_model::labels::{self, CAPACITY_TYPE, HOSTNAME, ZONE};
+use capstan_model::catalog::{offering_allowed, zone_id_allowed};
+use capstan_model::labels::{self, CAPACITY_TYPE, HOSTNAME, ZONE, ZONE_ID};
 use capstan_model::pod::{HostPort, Pod, WhenUnsatisfiable};
 use capstan_model::requirements::{Incompatible, Undefined};
 use capstan_model::resources::{Shortfall, format_amount};
@@ -101,6 +102,8 @@ struct Relaxed {
 /// Distinct (zone, capacity type) pairs, so offering checks are bit masks.
 struct OfferingIndex {
     pairs: Vec<(String, String)>,
+    /// Per pair: its zone's ID, where the catalog knows it.
+    zone_ids: Vec<Option<String>>,
     /// Per instance type: which pairs it has an available offering in.
     masks: Vec<u128>,
     /// Per instance type, per pair: the price, infinite where not offered.
@@ -120,6 +123,16 @@ impl OfferingIndex {
             .into_iter()
             .collect();
         pairs.truncate(128);
+        let zone_ids = pairs
+            .iter()
+            .map(|(z, _)| {
+                types
+                    .iter()
+                    .flat_map(|t| &t.offerings)
+                    .find(|o| o.zone == *z && o.zone_id.is_some())
+                    .and_then(|o| o.zone_id.clone())
+            })
+            .collect();
         let masks = types
             .iter()
             .map(|t| {
@@ -152,6 +165,7 @@ impl OfferingIndex {
             .collect();
         OfferingIndex {
             pairs,
+            zone_ids,
             masks,
             prices,
         }
@@ -175,7 +189,10 @@ impl OfferingIndex {
     fn allowed(&self, reqs: &Requirements) -> u128 {
         let mut m = 0u128;
         for (i, (z, c)) in self.pairs.iter().enumerate() {
-            if reqs.allows(ZONE, z) && reqs.allows(CAPACITY_TYPE, c) {
+            if reqs.allows(ZONE, z)
+                && reqs.allows(CAPACITY_TYPE, c)
+                && zone_id_allowed(self.zone_ids[i].as_deref(), reqs)
+            {
                 m |= 1 << i;
             }
         }
@@ -874,7 +891,7 @@ impl<'a> Solver<'a> {
         };
         let mask = if changed
             .iter()
-            .any(|r| r.key == ZONE || r.key == CAPACITY_TYPE)
+            .any(|r| r.key == ZONE || r.key == CAPACITY_TYPE || r.key == ZONE_ID)
         {
             self.offerings.allowed(reqs)
         } else {
@@ -1264,16 +1281,17 @@ fn collect_pool_values(
     }
     for &t in types {
         let t = &all[t as usize];
-        if key == ZONE || key == CAPACITY_TYPE {
+        if key == ZONE || key == CAPACITY_TYPE || key == ZONE_ID {
             for o in t.offerings.iter().filter(|o| o.available) {
-                let v = if key == ZONE {
-                    &o.zone
-                } else {
-                    &o.capacity_type
+                let v = match key {
+                    ZONE => &o.zone,
+                    ZONE_ID => match &o.zone_id {
+                        Some(id) => id,
+                        None => continue,
+                    },
+                    _ => &o.capacity_type,
                 };
-                if pool.requirements.allows(ZONE, &o.zone)
-                    && pool.requirements.allows(CAPACITY_TYPE, &o.capacity_type)
-                {
+                if offering_allowed(o, &pool.requirements) {
                     out.insert(v.clone());
                 }
             }

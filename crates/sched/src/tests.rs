@@ -38,6 +38,7 @@ fn itype(name: &str, cpu: i64, mem_gib: i64, pods: i64, price: f64) -> InstanceT
             .iter()
             .map(|z| Offering {
                 zone: z.to_string(),
+                zone_id: None,
                 capacity_type: "on-demand".into(),
                 price,
                 available: true,
@@ -1440,4 +1441,43 @@ fn each_nodepool_schedules_onto_its_own_figures_for_a_type_pools_see_differently
     assert_eq!(plan.new_claims.len(), 1, "{plan:#?}");
     assert_eq!(plan.new_claims[0].nodepool, "east-a");
     assert_eq!(plan.new_claims[0].offering.zone, "us-east-1a");
+}
+
+#[test]
+fn a_pod_selecting_a_zone_id_gets_a_claim_in_that_zone_and_none_where_no_zone_has_it() {
+    let mut w = World::new();
+    for t in &mut w.types {
+        for (o, id) in t
+            .offerings
+            .iter_mut()
+            .zip(["use1-az4", "use1-az6", "use1-az1"])
+        {
+            o.zone_id = Some(id.to_string());
+        }
+    }
+    let sel = |id: &str| json!({"nodeSelector": {"topology.k8s.aws/zone-id": id}});
+    // (zone ID selected, zone of the claim, or None for no claim)
+    let cases = [
+        ("use1-az6", Some(ZONES[1])),
+        ("use1-az1", Some(ZONES[2])),
+        ("use1-az9", None),
+    ];
+    for (id, zone) in cases {
+        let plan = w.solve(&[pod("p", 500, 512, json!({}), sel(id))]);
+        match zone {
+            Some(z) => {
+                assert_eq!(plan.new_claims.len(), 1, "{id}");
+                assert_eq!(zone_of(&plan, &plan.new_claims[0].name), z, "{id}");
+            }
+            None => {
+                assert!(plan.new_claims.is_empty(), "{id}");
+                reason(&plan, 0);
+            }
+        }
+    }
+    // Where the catalog knows no zone IDs, nothing can satisfy the selector.
+    let plain = World::new();
+    let plan = plain.solve(&[pod("p", 500, 512, json!({}), sel("use1-az6"))]);
+    assert!(plan.new_claims.is_empty());
+    reason(&plan, 0);
 }

@@ -149,6 +149,7 @@ pub fn offerings(
         if let Some(p) = on_demand {
             out.push(CatalogOffering {
                 zone: z.clone(),
+                zone_id: None,
                 capacity_type: "on-demand".into(),
                 price_usd_per_hour: p,
                 available: true,
@@ -161,6 +162,7 @@ pub fn offerings(
         {
             out.push(CatalogOffering {
                 zone: z.clone(),
+                zone_id: None,
                 capacity_type: "spot".into(),
                 price_usd_per_hour: p,
                 available: true,

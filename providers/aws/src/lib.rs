@@ -856,6 +856,7 @@ impl AwsCloud {
         drop(state);
         let file = CatalogFile {
             meta: Some(serde_json::json!({"region": self.region()})),
+            zone_ids: resolved.zone_ids(),
             instance_types: out.clone(),
         };
         let catalog = Catalog::from_file(file).map_err(|e| CloudError::Invalid {
@@ -889,6 +890,7 @@ impl AwsCloud {
             })
             .collect();
         Ok(CatalogFile {
+            zone_ids: BTreeMap::new(),
             meta: Some(serde_json::json!({
                 "region": self.region(),
                 "sources": {

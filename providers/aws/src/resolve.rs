@@ -24,6 +24,14 @@ impl Resolved {
         self.subnets.iter().map(|s| s.zone.clone()).collect()
     }
 
+    /// Zone name → zone ID, for the subnets' zones whose ID EC2 gave.
+    pub fn zone_ids(&self) -> BTreeMap<String, String> {
+        self.subnets
+            .iter()
+            .filter_map(|s| Some((s.zone.clone(), s.zone_id.clone()?)))
+            .collect()
+    }
+
     pub fn subnet_in(&self, zone: &str) -> Option<&ResolvedSubnet> {
         self.subnets.iter().find(|s| s.zone == zone)
     }

@@ -10,6 +10,10 @@ pub struct FakeCloudConfig {
     pub seed: u64,
     /// Zones offered; empty means `<region>a`, `<region>b`, `<region>c`.
     pub zones: Vec<String>,
+    /// Zone IDs (`topology.k8s.aws/zone-id`) by zone name. A zone not named takes the ID the
+    /// catalog gives it, else the fake cloud's own: the region's short form and the zone's
+    /// place in `zones` (`us-east-1b` → `use1-az2`).
+    pub zone_ids: std::collections::BTreeMap<String, String>,
     pub spot: SpotConfig,
     pub capacity: CapacityConfig,
     pub api: ApiConfig,

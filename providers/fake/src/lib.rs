@@ -26,6 +26,7 @@ use capstan_cloud::{
     Clock, CloudError, CloudProvider, Drift, Instance, InstanceState, InterruptionEvent,
     LaunchRequest, OfferingKey, RepairPolicy,
 };
+use capstan_model::catalog::zone_id_allowed;
 use capstan_model::labels::{self, CAPACITY_ON_DEMAND, CAPACITY_RESERVED, CAPACITY_SPOT};
 use capstan_model::{Catalog, InstanceType, NodePool, Offering, Requirements};
 use governor::Quota;
@@ -118,6 +119,8 @@ struct Inner {
     config: FakeCloudConfig,
     catalog: Catalog,
     zones: Vec<String>,
+    /// Zone ID by zone name, for every zone offered.
+    zone_ids: HashMap<String, String>,
     /// On-demand price per type name (types without a price are not offered).
     od_price: HashMap<String, f64>,
     clock: Arc<dyn Clock>,
@@ -143,6 +146,26 @@ impl FakeCloud {
         } else {
             config.zones.clone()
         };
+        let zone_ids = zones
+            .iter()
+            .enumerate()
+            .map(|(i, z)| {
+                let id = config
+                    .zone_ids
+                    .get(z)
+                    .cloned()
+                    .or_else(|| {
+                        catalog
+                            .instance_types
+                            .iter()
+                            .flat_map(|t| &t.offerings)
+                            .find(|o| o.zone == *z && o.zone_id.is_some())
+                            .and_then(|o| o.zone_id.clone())
+                    })
+                    .unwrap_or_else(|| format!("{}-az{}", region_short(&catalog.region), i + 1));
+                (z.clone(), id)
+            })
+            .collect();
         let od_price = catalog
             .instance_types
             .iter()
@@ -183,6 +206,7 @@ impl FakeCloud {
                 config,
                 catalog,
                 zones,
+                zone_ids,
                 od_price,
                 clock,
                 limiter,
@@ -481,6 +505,10 @@ impl FakeCloud {
                 for (ct_rank, ct) in labels::CAPACITY_TYPES.into_iter().enumerate() {
                     if !req.requirements.allows(labels::ZONE, zone)
                         || !req.requirements.allows(labels::CAPACITY_TYPE, ct)
+                        || !zone_id_allowed(
+                            self.inner.zone_ids.get(zone).map(|s| s.as_str()),
+                            &req.requirements,
+                        )
                     {
                         continue;
                     }
@@ -534,6 +562,9 @@ impl FakeCloud {
         }
         node_labels.insert(labels::INSTANCE_TYPE.into(), key.instance_type.clone());
         node_labels.insert(labels::ZONE.into(), key.zone.clone());
+        if let Some(id) = self.inner.zone_ids.get(&key.zone) {
+            node_labels.insert(labels::ZONE_ID.into(), id.clone());
+        }
         node_labels.insert(labels::CAPACITY_TYPE.into(), key.capacity_type.clone());
         node_labels.insert(labels::NODEPOOL.into(), req.nodepool.clone());
         let instance = Instance {
@@ -644,6 +675,7 @@ impl FakeCloud {
                         let available =
                             st.used.get(&key).copied().unwrap_or(0) < self.pool_capacity(&st, &key);
                         Some(Offering {
+                            zone_id: self.inner.zone_ids.get(&zone).cloned(),
                             zone,
                             capacity_type: ct.to_string(),
                             price,
@@ -655,6 +687,29 @@ impl FakeCloud {
             })
             .collect()
     }
+}
+
+/// AWS's short form of a region in its zone IDs: `us-east-1` → `use1`, `ap-southeast-2` →
+/// `apse2`, `us-gov-west-1` → `usgw1`.
+pub fn region_short(region: &str) -> String {
+    let parts: Vec<&str> = region.split('-').collect();
+    let mut out = String::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i == 0 || p.chars().all(|c| c.is_ascii_digit()) {
+            out.push_str(p);
+            continue;
+        }
+        let short = match *p {
+            "northeast" => "ne",
+            "northwest" => "nw",
+            "southeast" => "se",
+            "southwest" => "sw",
+            "gov" => "g",
+            other => &other[..other.len().min(1)],
+        };
+        out.push_str(short);
+    }
+    out
 }
 
 fn labels_allowed(reqs: &Requirements, l: &BTreeMap<String, String>) -> bool {

@@ -3,6 +3,7 @@
 use super::*;
 use crate::testkit::{Builder, cloud, request, with_capacity_type};
 use capstan_cloud::ManualClock;
+use capstan_model::Requirement;
 
 fn key(t: &str, z: &str, ct: &str) -> OfferingKey {
     OfferingKey {
@@ -565,4 +566,71 @@ fn an_unacknowledged_interruption_is_delivered_again_after_the_visibility_timeou
         block_on(c.interruptions()).unwrap().is_empty(),
         "acknowledged"
     );
+}
+
+#[test]
+fn regions_shorten_as_aws_zone_ids_spell_them() {
+    let cases = [
+        ("us-east-1", "use1"),
+        ("us-west-2", "usw2"),
+        ("eu-central-1", "euc1"),
+        ("ap-southeast-2", "apse2"),
+        ("ap-northeast-1", "apne1"),
+        ("us-gov-west-1", "usgw1"),
+    ];
+    for (region, want) in cases {
+        assert_eq!(region_short(region), want, "{region}");
+    }
+}
+
+#[test]
+fn a_zone_id_requirement_launches_in_that_zone_and_the_node_carries_the_id() {
+    let (c, _) = cloud(1);
+    let offered = c.offered_types(None);
+    let ids: BTreeMap<&str, Option<&str>> = offered[0]
+        .offerings
+        .iter()
+        .map(|o| (o.zone.as_str(), o.zone_id.as_deref()))
+        .collect();
+    assert_eq!(
+        ids,
+        BTreeMap::from([
+            ("us-east-1a", Some("use1-az1")),
+            ("us-east-1b", Some("use1-az2")),
+            ("us-east-1c", Some("use1-az3"))
+        ])
+    );
+    for (id, zone) in [("use1-az2", "us-east-1b"), ("use1-az3", "us-east-1c")] {
+        let mut r = request(id, &["m7i.large"]);
+        r.requirements
+            .add(Requirement::in_values(labels::ZONE_ID, [id]));
+        let i = block_on(c.create(&r)).unwrap();
+        assert_eq!(i.zone, zone);
+        assert_eq!(i.labels[labels::ZONE_ID], id);
+    }
+    let mut r = request("nowhere", &["m7i.large"]);
+    r.requirements
+        .add(Requirement::in_values(labels::ZONE_ID, ["use1-az9"]));
+    assert!(matches!(
+        block_on(c.create(&r)),
+        Err(CloudError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn configured_zone_ids_name_the_zones() {
+    let config: FakeCloudConfig = serde_yaml::from_str("zoneIds: {us-east-1a: use1-az4}").unwrap();
+    let c = FakeCloud::new(
+        config,
+        crate::testkit::small_catalog(),
+        Arc::new(ManualClock::new()),
+    );
+    let o = &c.offered_types(None)[0].offerings;
+    let id = |z: &str| {
+        o.iter()
+            .find(|o| o.zone == z)
+            .and_then(|o| o.zone_id.clone())
+    };
+    assert_eq!(id("us-east-1a").as_deref(), Some("use1-az4"));
+    assert_eq!(id("us-east-1b").as_deref(), Some("use1-az2"));
 }

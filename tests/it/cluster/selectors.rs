@@ -1,4 +1,4 @@
-//! Pods that select Karpenter's labels, a zone spread, a custom label a NodePool requirement
+//! Pods that select Karpenter's labels, a zone spread, a zone ID, a custom label a NodePool requirement
 //! fixes or leaves open (`Exists`) — and a pod nothing can satisfy.
 
 use super::{Cluster, wait_for};
@@ -48,6 +48,14 @@ fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_imp
         "500m",
         "      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: tier, operator: Exists}]}]}}}",
     );
+    // The fake cloud names its zones' IDs as AWS does (us-east-1b → use1-az2).
+    c.deployment(
+        &ns,
+        "zoneid",
+        1,
+        "500m",
+        "      nodeSelector: {topology.k8s.aws/zone-id: use1-az2}",
+    );
     c.deployment(
         &ns,
         "impossible",
@@ -63,6 +71,7 @@ fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_imp
         ("custom", 2),
         ("gold", 1),
         ("tiered", 1),
+        ("zoneid", 1),
     ] {
         wait_for(&format!("{app} Running"), Duration::from_secs(180), || {
             (c.running(&ns, app) == n).then_some(())
@@ -96,6 +105,10 @@ fn pods_selecting_karpenter_labels_zones_and_a_custom_label_are_bound_and_an_imp
             !label(&node, "tier").is_empty(),
             "Exists gives the node a tier"
         );
+    }
+    for (_, _, node) in c.phases(&ns, "zoneid") {
+        assert_eq!(label(&node, "topology.k8s.aws/zone-id"), "use1-az2");
+        assert_eq!(label(&node, "topology.kubernetes.io/zone"), "us-east-1b");
     }
     let zones: std::collections::BTreeSet<String> = c
         .phases(&ns, "spread")
