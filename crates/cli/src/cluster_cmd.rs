@@ -30,6 +30,7 @@ pub struct ControllerArgs {
     pub kube_api_qps: u32,
     pub kube_api_burst: u32,
     pub scheduler_names: Vec<String>,
+    pub expendable_priority_cutoff: i32,
     /// `--provider aws`: the EKS cluster's name (tags, user data), its endpoint, and the SQS
     /// interruption queue (none: no interruption handling).
     pub cluster_name: Option<String>,
@@ -279,6 +280,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         // run every PASS (they read only the watch buffers between changes).
         renew_interval: 2.0,
         scheduler_names: args.scheduler_names.clone(),
+        expendable_priority_cutoff: args.expendable_priority_cutoff,
         batch_idle: args.batch_idle,
         batch_max: args.batch_max,
         metrics_state_interval: 1.0,

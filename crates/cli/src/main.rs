@@ -161,6 +161,10 @@ enum Command {
         /// repeatable.
         #[arg(long = "scheduler-name", default_value = "default-scheduler")]
         scheduler_names: Vec<String>,
+        /// Pods below this priority are expendable: they never cause a launch and run only
+        /// where there is room (Cluster Autoscaler's --expendable-pods-priority-cutoff).
+        #[arg(long = "expendable-pods-priority-cutoff", default_value_t = -10, allow_hyphen_values = true)]
+        expendable_priority_cutoff: i32,
         /// A batch of pending pods is planned once no new one came for this long (a Go
         /// duration; Karpenter's BATCH_IDLE_DURATION)…
         #[arg(long = "batch-idle-duration", default_value = "1s", value_parser = go_duration)]
@@ -1225,6 +1229,7 @@ fn main() -> ExitCode {
             kube_api_qps,
             kube_api_burst,
             scheduler_names,
+            expendable_priority_cutoff,
             cluster_name,
             cluster_endpoint,
             interruption_queue,
@@ -1243,6 +1248,7 @@ fn main() -> ExitCode {
             kube_api_qps,
             kube_api_burst,
             scheduler_names,
+            expendable_priority_cutoff,
             cluster_name,
             cluster_endpoint,
             interruption_queue,

@@ -412,6 +412,58 @@ fn a_static_nodepool_without_the_static_capacity_gate_launches_nothing_and_says_
 }
 
 #[test]
+fn pods_below_the_expendable_priority_cutoff_never_cause_a_launch_and_are_told_why() {
+    // (priority, cutoff, launches)
+    let cases = [
+        (-11, None, false),
+        (-10, None, true),
+        (0, None, true),
+        (-100, Some(-1000), true),
+        (5, Some(10), false),
+    ];
+    for (priority, cutoff, launches) in cases {
+        block(async {
+            let mut w = World::with(
+                pool(serde_json::json!({})),
+                |_| {},
+                |c| {
+                    if let Some(cut) = cutoff {
+                        c.expendable_priority_cutoff = cut;
+                    }
+                },
+            );
+            let mut p = Pod {
+                namespace: "default".into(),
+                name: "filler".into(),
+                uid: "uid-filler".into(),
+                unschedulable: true,
+                priority,
+                ..Default::default()
+            };
+            p.requests.cpu = 500;
+            p.requests.pods = 1;
+            w.api.put(Object::Pod(Arc::new(p)));
+            w.run_a(20).await;
+            assert_eq!(
+                !w.claims().is_empty(),
+                launches,
+                "priority {priority}, cutoff {cutoff:?}"
+            );
+            let told = w
+                .api
+                .events()
+                .into_iter()
+                .filter(|(_, e)| {
+                    e.reason == "Expendable"
+                        && e.regarding == (Kind::Pod, "default/filler".to_string())
+                })
+                .count();
+            assert_eq!(told, usize::from(!launches), "told once, when expendable");
+        });
+    }
+}
+
+#[test]
 fn a_balanced_nodepool_provisions_and_says_once_that_it_consolidates_only_empty_nodes() {
     block(async {
         let o = serde_json::json!({

@@ -71,6 +71,9 @@ pub enum Planner {
     Sched,
 }
 
+/// Cluster Autoscaler's default expendable cutoff: pods below priority -10 buy no nodes.
+pub const EXPENDABLE_PRIORITY_CUTOFF: i32 = -10;
+
 /// The controller's settings. Times are seconds.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -123,6 +126,10 @@ pub struct Config {
     pub catalog_ttl: f64,
     /// The schedulers whose unschedulable pods capstan provisions for (`spec.schedulerName`).
     pub scheduler_names: Vec<String>,
+    /// Pods whose priority is below this are expendable (Cluster Autoscaler's
+    /// `--expendable-pods-priority-cutoff`): they never cause a launch, and run only where
+    /// there is room.
+    pub expendable_priority_cutoff: i32,
     /// Rebuild the state gauges of [`Metrics`] (pods, nodes, NodePools, prices) at most this
     /// often; 0: never (the simulator, where nothing scrapes them).
     pub metrics_state_interval: f64,
@@ -166,6 +173,7 @@ impl Default for Config {
             planner: Planner::Pack,
             catalog_ttl: 300.0,
             scheduler_names: vec![capstan_model::pod::DEFAULT_SCHEDULER.to_string()],
+            expendable_priority_cutoff: EXPENDABLE_PRIORITY_CUTOFF,
             metrics_state_interval: 0.0,
             lease_name: api::LEASE_NAME.to_string(),
             spot_to_spot_consolidation: false,

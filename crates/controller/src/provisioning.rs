@@ -3,11 +3,11 @@
 //! NodeClaims, and nominate the pods onto them until their nodes are up. Pods that fit
 //! nowhere get an Event saying why.
 
-use crate::api::{ClusterApi, Kind};
+use crate::api::{ClusterApi, EventType, Kind};
 use crate::cache::Cache;
 use crate::catalog::instance_types;
 use crate::context::Ctx;
-use crate::{Action, Planner};
+use crate::{Action, Config, Planner};
 use capstan_cloud::CloudProvider;
 use capstan_model::{InstanceType, Pod, labels};
 use capstan_sched::{InFlight, Snapshot, SnapshotBuilder, SolveInput};
@@ -303,6 +303,19 @@ impl Provisioner {
         now: f64,
     ) {
         keep_static_pools(cx, now).await;
+        let cutoff = cx.config.expendable_priority_cutoff;
+        for (pod, priority) in expendable(cx.cache(), cx.config) {
+            cx.once(
+                (Kind::Pod, pod),
+                EventType::Normal,
+                "Expendable",
+                format!(
+                    "priority {priority} is below the expendable cutoff {cutoff}: no node is \
+                     launched for this pod; it runs where there is room"
+                ),
+            )
+            .await;
+        }
         // Nominations end when their claim is gone, or once its node is up.
         let cache = &cx.s.cache;
         let live: BTreeSet<String> = cache
@@ -310,7 +323,7 @@ impl Provisioner {
             .filter(|c| !c.deleting() && !c.status.initialized())
             .map(|c| c.name.clone())
             .collect();
-        let provisionable = provisionable(cache, &cx.config.scheduler_names);
+        let provisionable = provisionable(cache, cx.config);
         cx.s.nominations
             .retain(|pod, claim| live.contains(claim) && provisionable.contains(pod));
         cx.s.unservable.retain(|pod| provisionable.contains(pod));
@@ -449,12 +462,33 @@ impl Provisioner {
 }
 
 /// The pending pods capstan provisions for ([`Pod::is_provisionable`]).
-pub(crate) fn provisionable(cache: &Cache, schedulers: &[String]) -> BTreeSet<String> {
+/// The pending pods capstan buys nodes for: kube-scheduler found no node for them (see
+/// [`Pod::is_provisionable`]) and they are not expendable.
+pub(crate) fn provisionable(cache: &Cache, config: &Config) -> BTreeSet<String> {
     cache
         .pending()
         .iter()
-        .filter(|k| cache.pod(k).is_some_and(|p| p.is_provisionable(schedulers)))
+        .filter(|k| {
+            cache.pod(k).is_some_and(|p| {
+                p.is_provisionable(&config.scheduler_names)
+                    && p.priority >= config.expendable_priority_cutoff
+            })
+        })
         .cloned()
+        .collect()
+}
+
+/// Expendable pods kube-scheduler found no room for: they wait for room, and are told so once.
+fn expendable(cache: &Cache, config: &Config) -> Vec<(String, i32)> {
+    cache
+        .pending()
+        .iter()
+        .filter_map(|k| {
+            let p = cache.pod(k)?;
+            (p.is_provisionable(&config.scheduler_names)
+                && p.priority < config.expendable_priority_cutoff)
+                .then(|| (k.clone(), p.priority))
+        })
         .collect()
 }
 

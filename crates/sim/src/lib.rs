@@ -343,6 +343,9 @@ impl Sim {
             disruption_interval: secs(c.disruption_interval, defaults.disruption_interval),
             quiet_interval: secs(c.quiet_interval, defaults.quiet_interval),
             spot_to_spot_consolidation: c.feature_gates.spot_to_spot_consolidation,
+            expendable_priority_cutoff: c
+                .expendable_priority_cutoff
+                .unwrap_or(defaults.expendable_priority_cutoff),
             ..defaults
         };
         Controller::new(

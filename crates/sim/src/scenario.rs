@@ -364,6 +364,10 @@ pub struct ControllerSpec {
     /// After a disruption evaluation that found nothing, wait this long unless nodes change.
     #[serde(default)]
     pub quiet_interval: Option<Secs>,
+    /// Pods below this priority never cause a launch (default -10, Cluster Autoscaler's
+    /// expendable cutoff).
+    #[serde(default)]
+    pub expendable_priority_cutoff: Option<i32>,
     /// Karpenter's feature gates, as the Helm chart's `settings.featureGates` names them.
     #[serde(default)]
     pub feature_gates: FeatureGatesSpec,
