@@ -8,5 +8,6 @@ mod cluster;
 mod consolidate;
 mod deploy;
 mod hpa;
+mod karpenter;
 mod plan;
 mod simulate;

@@ -25,6 +25,9 @@ pub enum SpotPrices {
     },
     /// The fake cloud's model: estimates.
     Estimated,
+    /// The catalog's own spot offerings: a catalog that lists any spot offering says where
+    /// spot exists, and none is added.
+    Catalog,
 }
 
 impl SpotPrices {
@@ -42,6 +45,7 @@ impl SpotPrices {
                     );
                 }
             }
+            SpotPrices::Catalog => {}
             SpotPrices::File {
                 path,
                 unknown_types,
@@ -77,6 +81,14 @@ struct Entry {
 pub fn add(catalog: &mut Catalog, path: Option<&str>) -> Result<SpotPrices, InputError> {
     match path {
         Some(p) => from_text(catalog, p, &read(p)?),
+        None if catalog
+            .instance_types
+            .iter()
+            .flat_map(|t| &t.offerings)
+            .any(|o| o.capacity_type == CAPACITY_SPOT) =>
+        {
+            Ok(SpotPrices::Catalog)
+        }
         None => {
             estimate(catalog);
             Ok(SpotPrices::Estimated)

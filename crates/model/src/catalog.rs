@@ -160,8 +160,19 @@ pub struct CatalogEntry {
     #[serde(default)]
     pub size: Option<String>,
     pub arch: String,
+    /// `kubernetes.io/os`; `linux` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
     pub vcpu: i64,
     pub memory_mib: i64,
+    /// Further labels a node of this type carries. A key some type in the file defines is the
+    /// types' to define: a type without it has no such label (`DoesNotExist`), as for
+    /// Karpenter's well-known labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Extended resources the type has, by name (`example.com/fpga: 2`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extended_resources: BTreeMap<String, i64>,
     #[serde(default)]
     pub cpu_manufacturer: Option<String>,
     #[serde(default)]
@@ -237,6 +248,11 @@ impl Catalog {
             .unwrap_or("us-east-1")
             .to_string();
         let mut types = Vec::with_capacity(file.instance_types.len());
+        let type_keys: std::collections::BTreeSet<String> = file
+            .instance_types
+            .iter()
+            .flat_map(|e| e.labels.keys().cloned())
+            .collect();
         for (i, e) in file.instance_types.into_iter().enumerate() {
             types.push(
                 instance_type(&region, &file.zone_ids, e).map_err(|(field, message)| {
@@ -246,6 +262,15 @@ impl Catalog {
                     }
                 })?,
             );
+        }
+        // A label some type defines, another type does not have.
+        for t in &mut types {
+            for k in &type_keys {
+                if !t.labels.contains_key(k) {
+                    t.requirements
+                        .add(crate::requirements::Requirement::does_not_exist(k));
+                }
+            }
         }
         Ok(Catalog {
             region,
@@ -300,6 +325,16 @@ fn instance_type(
     if neuron && e.accelerator_count > 0 {
         capacity.set(resources::NEURON, e.accelerator_count);
     }
+    for (name, n) in &e.extended_resources {
+        if *n < 0 || !name.contains('/') {
+            return Err((
+                format!("extended_resources.{name}"),
+                "must be a non-negative count of a domain-qualified resource (example.com/fpga)"
+                    .into(),
+            ));
+        }
+        capacity.set(name, *n);
+    }
     let mut allocatable = capacity.clone();
     if let Some(c) = e.karpenter_allocatable_cpu_millicores {
         allocatable.cpu = c;
@@ -314,7 +349,7 @@ fn instance_type(
     };
     put(labels::INSTANCE_TYPE, e.name.clone());
     put(labels::ARCH, e.arch.clone());
-    put(labels::OS, "linux".into());
+    put(labels::OS, e.os.clone().unwrap_or_else(|| "linux".into()));
     put(labels::REGION, region.to_string());
     put(labels::INSTANCE_CPU, e.vcpu.to_string());
     put(labels::INSTANCE_MEMORY, e.memory_mib.to_string());
@@ -424,6 +459,15 @@ fn instance_type(
             None => Vec::new(),
         },
     };
+    for (k, v) in &e.labels {
+        if labels::is_well_known(k) {
+            return Err((
+                format!("labels.{k}"),
+                "is a well-known label the type's own fields set".into(),
+            ));
+        }
+        l.insert(k.clone(), v.clone());
+    }
     Ok(InstanceType {
         name: e.name,
         requirements: Requirements::from_labels(&l),
@@ -600,6 +644,43 @@ mod tests {
                 .map(|o| o.zone.as_str())
                 .collect();
             assert_eq!(got, want, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn a_type_takes_its_os_extra_labels_and_extended_resources_from_the_file() {
+        let c = load(r#"{"instance_types":[
+            {"name":"w.large","arch":"amd64","os":"windows","vcpu":2,"memory_mib":4096,"max_pods":10,
+             "labels":{"size":"large","integer":"2"},"extended_resources":{"fake.com/vendor-a":2},
+             "on_demand_price_usd_per_hour":0.3},
+            {"name":"l.small","arch":"arm64","vcpu":1,"memory_mib":1024,"max_pods":10,
+             "labels":{"integer":"1"},"on_demand_price_usd_per_hour":0.1}]}"#)
+        .unwrap();
+        let (w, l) = (&c.instance_types[0], &c.instance_types[1]);
+        assert_eq!(w.labels[labels::OS], "windows");
+        assert_eq!(l.labels[labels::OS], "linux", "linux when absent");
+        assert_eq!(w.labels["size"], "large");
+        assert_eq!(w.capacity.get("fake.com/vendor-a"), 2);
+        assert_eq!(w.allocatable.get("fake.com/vendor-a"), 2);
+        assert!(!l.labels.contains_key("size"));
+        assert_eq!(
+            l.requirements.get("size").map(|r| r.operator()),
+            Some(Operator::DoesNotExist),
+            "a label another type defines is absent, not the pool's to define"
+        );
+        assert!(!l.requirements.has_key("unrelated"));
+        for (json, field) in [
+            (
+                r#"{"instance_types":[{"name":"x","arch":"amd64","vcpu":1,"memory_mib":1,"max_pods":1,"labels":{"kubernetes.io/arch":"arm64"}}]}"#,
+                "instance_types[0].labels.kubernetes.io/arch",
+            ),
+            (
+                r#"{"instance_types":[{"name":"x","arch":"amd64","vcpu":1,"memory_mib":1,"max_pods":1,"extended_resources":{"fpga":1}}]}"#,
+                "instance_types[0].extended_resources.fpga",
+            ),
+        ] {
+            let err = load(json).unwrap_err().to_string();
+            assert!(err.starts_with(field), "{err}");
         }
     }
 

@@ -14,10 +14,12 @@ pub fn type_allows(t: &InstanceType, r: &Requirement) -> bool {
     match t.labels.get(&r.key) {
         Some(v) => r.has(v),
         None => {
-            // A well-known label the type does not carry has no value; a custom label is the
-            // NodePool's to define.
+            // A well-known label the type does not carry has no value, nor does a label other
+            // types of its catalog define (the type's requirements say DoesNotExist); any
+            // other custom label is the NodePool's to define.
             let type_key =
-                labels::is_well_known(&r.key) && r.key != labels::NODEPOOL && r.key != HOSTNAME;
+                (labels::is_well_known(&r.key) && r.key != labels::NODEPOOL && r.key != HOSTNAME)
+                    || t.requirements.has_key(&r.key);
             !type_key || matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist)
         }
     }

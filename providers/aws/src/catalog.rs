@@ -95,6 +95,9 @@ pub fn entry(
         generation,
         size: Some(size.to_string()),
         arch: arch.to_string(),
+        os: None,
+        labels: Default::default(),
+        extended_resources: Default::default(),
         vcpu,
         memory_mib,
         cpu_manufacturer: info
