@@ -1,0 +1,798 @@
+//! `pkg/controllers/provisioning/scheduling/topology_test.go`: topology spread, in rounds. A
+//! round is one `capstan plan`; its NodeClaims become Ready nodes holding their pods, and the
+//! next round plans against them (Karpenter's `ExpectProvisioned` binds the pods it placed).
+
+use super::*;
+
+pub const TOPOLOGY: &str = "pkg/controllers/provisioning/scheduling/topology_test.go";
+
+/// Karpenter's fake cloud provider's instance types when a test sets none.
+pub fn default_types() -> Vec<FakeType> {
+    let five = |t: FakeType| {
+        let p = fake_price(t.cpu, t.mem_gib) + if t.gpu { 1.0 } else { 0.0 };
+        t.offering("spot", "test-zone-1", p)
+            .offering("spot", "test-zone-2", p)
+            .offering("on-demand", "test-zone-1", p)
+            .offering("on-demand", "test-zone-2", p)
+            .offering("on-demand", "test-zone-3", p)
+    };
+    let mut gpu_a = FakeType::new("gpu-vendor-instance-type", "amd64", 4.0, 4.0);
+    gpu_a.extended = Some(("fake.com/vendor-a", 2));
+    gpu_a.gpu = true;
+    let mut gpu_b = FakeType::new("gpu-vendor-b-instance-type", "amd64", 4.0, 4.0);
+    gpu_b.extended = Some(("fake.com/vendor-b", 2));
+    gpu_b.gpu = true;
+    let mut single = FakeType::new("single-pod-instance-type", "amd64", 4.0, 4.0);
+    single.pods = 1;
+    vec![
+        five(FakeType::new("default-instance-type", "amd64", 4.0, 4.0)),
+        five(FakeType::new("small-instance-type", "amd64", 2.0, 2.0)),
+        five(gpu_a),
+        five(gpu_b),
+        five(FakeType::new("arm-instance-type", "arm64", 16.0, 128.0)),
+        five(single),
+    ]
+}
+
+/// The suite's BeforeEach NodePool: any capacity type.
+fn any_capacity() -> Vec<Value> {
+    vec![json!({"key": "karpenter.sh/capacity-type", "operator": "Exists"})]
+}
+
+fn zones(z: &[&str]) -> Vec<Value> {
+    vec![req("topology.kubernetes.io/zone", "In", z)]
+}
+
+/// A NodePool whose template labels the nodes.
+fn labelled(name: &str, requirements: Vec<Value>, labels: Value) -> Value {
+    let mut p = nodepool(name, requirements);
+    p["spec"]["template"]["metadata"] = json!({ "labels": labels });
+    p
+}
+
+fn spread(key: &str, max_skew: i32, selector: bool) -> Value {
+    spread_when(key, max_skew, selector, "DoNotSchedule")
+}
+
+fn spread_when(key: &str, max_skew: i32, selector: bool, when: &str) -> Value {
+    let mut c = json!({"topologyKey": key, "whenUnsatisfiable": when, "maxSkew": max_skew});
+    if selector {
+        c["labelSelector"] = json!({"matchLabels": {"test": "test"}});
+    }
+    c
+}
+
+/// Pods the cluster holds and the rounds made, and what a round is asked to plan.
+pub struct Session {
+    dir: PathBuf,
+    types: Vec<FakeType>,
+    nodes: Vec<Value>,
+    bound: Vec<Value>,
+    rounds: usize,
+    pods: usize,
+}
+
+impl Session {
+    pub fn new(dir: &Path, types: Vec<FakeType>) -> Session {
+        Session {
+            dir: dir.to_path_buf(),
+            types,
+            nodes: Vec::new(),
+            bound: Vec::new(),
+            rounds: 0,
+            pods: 0,
+        }
+    }
+
+    /// A pending pod: `labels`, `cpu` request, topology spread constraints and node selector.
+    pub fn pod(
+        &mut self,
+        labels: Value,
+        cpu: Option<&str>,
+        tsc: Vec<Value>,
+        selector: Value,
+    ) -> Value {
+        self.pod_req(labels, cpu, tsc, selector, json!([]))
+    }
+
+    /// A pending pod with required node-affinity terms (`NodeRequirements`) as well.
+    pub fn pod_req(
+        &mut self,
+        labels: Value,
+        cpu: Option<&str>,
+        tsc: Vec<Value>,
+        selector: Value,
+        reqs: Value,
+    ) -> Value {
+        self.pods += 1;
+        let mut p = pod(&format!("p{}", self.pods), cpu, None, reqs);
+        p["metadata"]["labels"] = labels;
+        if !tsc.is_empty() {
+            p["spec"]["topologySpreadConstraints"] = Value::Array(tsc);
+        }
+        if selector.as_object().is_some_and(|o| !o.is_empty()) {
+            p["spec"]["nodeSelector"] = selector;
+        }
+        p
+    }
+
+    pub fn pods(
+        &mut self,
+        n: usize,
+        labels: Value,
+        cpu: Option<&str>,
+        tsc: Vec<Value>,
+    ) -> Vec<Value> {
+        (0..n)
+            .map(|_| self.pod(labels.clone(), cpu, tsc.clone(), json!({})))
+            .collect()
+    }
+
+    /// A node of the cluster that no NodeClaim made (`test.Node`).
+    pub fn node(&mut self, name: &str, labels: Value, allocatable: Value) {
+        self.nodes.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": allocatable, "capacity": allocatable,
+                "conditions": [{"type": "Ready", "status": "True"}]}}));
+    }
+
+    /// A pod already bound to a node.
+    pub fn bind(&mut self, mut p: Value, node: &str, phase: &str) {
+        p["spec"]["nodeName"] = json!(node);
+        p["status"] = json!({"phase": phase});
+        self.bound.push(p);
+    }
+
+    /// One provisioning round: plans the pods, then makes each NodeClaim a node and binds
+    /// the pods the plan placed.
+    pub fn provision(&mut self, pools: &[Value], pods: Vec<Value>) -> Outcome {
+        self.rounds += 1;
+        let cluster = (!self.nodes.is_empty() || !self.bound.is_empty()).then(|| {
+            let items: Vec<Value> = self.nodes.iter().chain(&self.bound).cloned().collect();
+            json!({"apiVersion": "v1", "kind": "List", "items": items})
+        });
+        let o = run_plan(
+            &self.dir.join(format!("round-{}", self.rounds)),
+            &self.types,
+            pools,
+            cluster,
+            pods.clone(),
+        );
+        let by_key: BTreeMap<String, Value> = pods
+            .into_iter()
+            .map(|p| {
+                (
+                    format!("default/{}", p["metadata"]["name"].as_str().unwrap()),
+                    p,
+                )
+            })
+            .collect();
+        for e in o.plan["existing"].as_array().into_iter().flatten() {
+            let node = e["node"].as_str().unwrap().to_string();
+            for k in e["pods"].as_array().unwrap() {
+                self.bind(by_key[k.as_str().unwrap()].clone(), &node, "Running");
+            }
+        }
+        for (i, c) in o.claims().iter().enumerate() {
+            let name = format!("node-{}-{i}", self.rounds);
+            let t = &o.types[c["instance_type"].as_str().unwrap()];
+            let mut labels = t["labels"].clone();
+            for (k, v) in [
+                ("topology.kubernetes.io/zone", &c["zone"]),
+                ("karpenter.sh/capacity-type", &c["capacity_type"]),
+                ("node.kubernetes.io/instance-type", &c["instance_type"]),
+                ("karpenter.sh/nodepool", &c["nodepool"]),
+                ("kubernetes.io/arch", &t["arch"]),
+                ("kubernetes.io/os", &t["os"]),
+            ] {
+                labels[k] = v.clone();
+            }
+            labels["kubernetes.io/hostname"] = json!(name);
+            let mut allocatable = json!({
+                "cpu": format!("{}m", t["karpenter_allocatable_cpu_millicores"]),
+                "memory": format!("{}Mi", t["karpenter_allocatable_memory_mib"].as_f64().unwrap() as i64),
+                "pods": t["max_pods"].to_string(),
+            });
+            for (r, n) in t["extended_resources"].as_object().into_iter().flatten() {
+                allocatable[r] = json!(n.to_string());
+            }
+            self.node(&name, labels, allocatable);
+            for k in c["pods"].as_array().unwrap() {
+                self.bind(by_key[k.as_str().unwrap()].clone(), &name, "Running");
+            }
+        }
+        o
+    }
+
+    /// Removes a bound pod (`ExpectDeleted`).
+    pub fn delete(&mut self, name: &str) {
+        self.bound.retain(|p| p["metadata"]["name"] != name);
+    }
+
+    /// Karpenter's `ExpectSkew`: running pods of namespace `default` the selector matches
+    /// (all with none), counted per value of `key` on their nodes, as a sorted list.
+    pub fn skew(&self, key: &str, selector: Option<(&str, &str)>) -> Vec<usize> {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for p in &self.bound {
+            if p["metadata"]["namespace"] != "default" || p["status"]["phase"] != "Running" {
+                continue;
+            }
+            if let Some((k, v)) = selector
+                && p["metadata"]["labels"][k] != v
+            {
+                continue;
+            }
+            let node = p["spec"]["nodeName"].as_str().unwrap();
+            let Some(n) = self.nodes.iter().find(|n| n["metadata"]["name"] == node) else {
+                continue;
+            };
+            let domain = if key == "kubernetes.io/hostname" {
+                Some(node.to_string())
+            } else {
+                n["metadata"]["labels"][key].as_str().map(str::to_string)
+            };
+            if let Some(d) = domain {
+                *counts.entry(d).or_default() += 1;
+            }
+        }
+        let mut v: Vec<usize> = counts.into_values().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Where a bound pod runs.
+    pub fn node_of(&self, name: &str) -> Option<String> {
+        self.bound
+            .iter()
+            .find(|p| p["metadata"]["name"] == name)
+            .and_then(|p| p["spec"]["nodeName"].as_str())
+            .map(str::to_string)
+    }
+
+    pub fn label_of(&self, node: &str, key: &str) -> Option<String> {
+        self.nodes
+            .iter()
+            .find(|n| n["metadata"]["name"] == node)
+            .and_then(|n| n["metadata"]["labels"][key].as_str())
+            .map(str::to_string)
+    }
+}
+
+fn expect_skew(
+    s: &Session,
+    key: &str,
+    selector: Option<(&str, &str)>,
+    want: &[usize],
+) -> Result<(), String> {
+    let mut w = want.to_vec();
+    w.sort_unstable();
+    let got = s.skew(key, selector);
+    ensure(
+        got == w,
+        format!("skew on {key}: {got:?}, Karpenter expects {w:?}"),
+    )
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+const HOST: &str = "kubernetes.io/hostname";
+const CT: &str = "karpenter.sh/capacity-type";
+const T: Option<(&str, &str)> = Some(("test", "test"));
+
+fn labels() -> Value {
+    json!({"test": "test"})
+}
+
+/// Its Karpenter's file has twice under different Contexts carry the Context in brackets.
+pub fn cases() -> Vec<Scenario> {
+    let f = TOPOLOGY;
+    let mut out: Vec<Scenario> = Vec::new();
+    let mut add = |it: &'static str, run: fn(&mut Session) -> Result<(), String>| {
+        out.push(Scenario {
+            file: f,
+            it,
+            run: Box::new(move |dir: &PathBuf| run(&mut Session::new(dir, default_types()))),
+        });
+    };
+    add("should ignore unknown topology keys", |s| {
+        let a = s.pod(labels(), None, vec![spread("unknown", 1, true)], json!({}));
+        let b = s.pod(json!({}), None, vec![], json!({}));
+        s.provision(&[nodepool("default", any_capacity())], vec![a, b]);
+        ensure(
+            s.node_of("p1").is_none(),
+            "the pod spreading over an unknown key is not scheduled",
+        )?;
+        ensure(s.node_of("p2").is_some(), "the plain pod is scheduled")
+    });
+    add(
+        "should not spread when a nil label selector is defined",
+        |s| {
+            let pods = s.pods(2, labels(), None, vec![spread(ZONE, 1, false)]);
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            expect_skew(s, ZONE, None, &[2])
+        },
+    );
+    add("should balance pods across zones (match labels)", |s| {
+        let pods = s.pods(4, labels(), None, vec![spread(ZONE, 1, true)]);
+        s.provision(&[nodepool("default", any_capacity())], pods);
+        expect_skew(s, ZONE, T, &[1, 1, 2])
+    });
+    add(
+        "should balance pods across zones (match expressions)",
+        |s| {
+            let mut c = spread(ZONE, 1, false);
+            c["labelSelector"] = json!({"matchExpressions": [{"key": "test", "operator": "In", "values": ["test"]}]});
+            let pods = s.pods(4, labels(), None, vec![c]);
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            expect_skew(s, ZONE, T, &[1, 1, 2])
+        },
+    );
+    add("should respect NodePool zonal constraints", |s| {
+        let pods = s.pods(4, labels(), None, vec![spread(ZONE, 1, true)]);
+        s.provision(
+            &[nodepool(
+                "default",
+                zones(&["test-zone-1", "test-zone-2", "test-zone-3"]),
+            )],
+            pods,
+        );
+        expect_skew(s, ZONE, T, &[1, 1, 2])
+    });
+    add(
+        "should respect NodePool zonal constraints (subset) with requirements",
+        |s| {
+            let pods = s.pods(4, labels(), None, vec![spread(ZONE, 1, true)]);
+            s.provision(
+                &[nodepool("default", zones(&["test-zone-1", "test-zone-2"]))],
+                pods,
+            );
+            expect_skew(s, ZONE, T, &[2, 2])
+        },
+    );
+    add(
+        "should respect NodePool zonal constraints (subset) with labels",
+        |s| {
+            let pods = s.pods(4, labels(), None, vec![spread(ZONE, 1, true)]);
+            s.provision(
+                &[labelled(
+                    "default",
+                    any_capacity(),
+                    json!({ZONE: "test-zone-1"}),
+                )],
+                pods,
+            );
+            expect_skew(s, ZONE, T, &[4])
+        },
+    );
+    add(
+        "should respect NodePool zonal constraints (subset) with requirements and labels",
+        |s| {
+            let pods = s.pods(4, labels(), None, vec![spread(ZONE, 1, true)]);
+            s.provision(
+                &[labelled(
+                    "default",
+                    zones(&["test-zone-1", "test-zone-2"]),
+                    json!({ZONE: "test-zone-1"}),
+                )],
+                pods,
+            );
+            expect_skew(s, ZONE, T, &[4])
+        },
+    );
+    add(
+        "should respect NodePool zonal constraints (subset) with labels across NodePools",
+        |s| {
+            let pods = s.pods(4, labels(), None, vec![spread(ZONE, 1, true)]);
+            s.provision(
+                &[
+                    labelled(
+                        "default",
+                        zones(&["test-zone-1", "test-zone-2"]),
+                        json!({ZONE: "test-zone-1"}),
+                    ),
+                    labelled("second", vec![], json!({ZONE: "test-zone-2"})),
+                ],
+                pods,
+            );
+            expect_skew(s, ZONE, T, &[2, 2])
+        },
+    );
+    add(
+        "should respect NodePool zonal constraints (existing pod)",
+        |s| {
+            let first = s.pod(labels(), Some("1.1"), vec![], json!({ZONE: "test-zone-3"}));
+            s.provision(&[nodepool("default", any_capacity())], vec![first]);
+            ensure(s.node_of("p1").is_some(), "the first pod is scheduled")?;
+            let pods = s.pods(6, labels(), Some("1.1"), vec![spread(ZONE, 1, true)]);
+            s.provision(
+                &[nodepool("default", zones(&["test-zone-1", "test-zone-2"]))],
+                pods,
+            );
+            expect_skew(s, ZONE, T, &[1, 2, 2])
+        },
+    );
+    add(
+        "should schedule to the non-minimum domain if its all that's available",
+        |s| {
+            let c = vec![spread(ZONE, 5, true)];
+            let p = s.pods(1, labels(), Some("1.1"), c.clone());
+            s.provision(&[nodepool("default", zones(&["test-zone-1"]))], p);
+            expect_skew(s, ZONE, T, &[1])?;
+            let p = s.pods(1, labels(), Some("1.1"), c.clone());
+            s.provision(&[nodepool("default", zones(&["test-zone-2"]))], p);
+            expect_skew(s, ZONE, T, &[1, 1])?;
+            let p = s.pods(10, labels(), Some("1.1"), c);
+            s.provision(&[nodepool("default", zones(&["test-zone-3"]))], p);
+            expect_skew(s, ZONE, T, &[1, 1, 6])
+        },
+    );
+    add(
+        "should only schedule to minimum domains if already violating max skew",
+        |s| {
+            let c = vec![spread(ZONE, 1, true)];
+            let p = s.pods(9, labels(), Some("1.1"), c.clone());
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, ZONE, T, &[3, 3, 3])?;
+            for i in 1..=9 {
+                let name = format!("p{i}");
+                let node = s.node_of(&name).unwrap();
+                if s.label_of(&node, ZONE).as_deref() != Some("test-zone-1") {
+                    s.delete(&name);
+                }
+            }
+            expect_skew(s, ZONE, T, &[3])?;
+            let p = s.pods(3, labels(), Some("1.1"), c);
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, ZONE, T, &[3, 1, 2])
+        },
+    );
+    add(
+        "should not violate max-skew when unsat = do not schedule",
+        |s| {
+            let c = vec![spread(ZONE, 1, true)];
+            let p = s.pods(1, labels(), Some("1.1"), c.clone());
+            s.provision(&[nodepool("default", zones(&["test-zone-1"]))], p);
+            expect_skew(s, ZONE, T, &[1])?;
+            let p = s.pods(10, labels(), Some("1.1"), c);
+            s.provision(
+                &[nodepool("default", zones(&["test-zone-2", "test-zone-3"]))],
+                p,
+            );
+            expect_skew(s, ZONE, T, &[1, 2, 2])
+        },
+    );
+    add(
+        "should not violate max-skew when unsat = do not schedule (discover domains)",
+        |s| {
+            let p = s.pods(1, labels(), Some("1.1"), vec![]);
+            s.provision(&[nodepool("default", zones(&["test-zone-1"]))], p);
+            let p = s.pods(10, labels(), Some("1.1"), vec![spread(ZONE, 1, true)]);
+            s.provision(
+                &[nodepool("default", zones(&["test-zone-2", "test-zone-3"]))],
+                p,
+            );
+            expect_skew(s, ZONE, T, &[1, 2, 2])
+        },
+    );
+    add(
+        "should only count running/scheduled pods with matching labels scheduled to nodes with a corresponding domain",
+        |s| {
+            s.node("first", json!({ZONE: "test-zone-1"}), json!({}));
+            s.node("second", json!({ZONE: "test-zone-2"}), json!({}));
+            s.node("third", json!({}), json!({}));
+            let plain = s.pod(json!({}), None, vec![], json!({}));
+            s.bind(plain, "first", "Running"); // ignored, missing labels
+            let third = s.pod(labels(), None, vec![], json!({}));
+            s.bind(third, "third", "Running"); // ignored, no domain on the node
+            let mut other_ns = s.pod(labels(), None, vec![], json!({}));
+            other_ns["metadata"]["namespace"] = json!("elsewhere");
+            s.bind(other_ns, "first", "Running"); // ignored, another namespace
+            let failed = s.pod(labels(), None, vec![], json!({}));
+            s.bind(failed, "first", "Failed");
+            let succeeded = s.pod(labels(), None, vec![], json!({}));
+            s.bind(succeeded, "first", "Succeeded");
+            for node in ["first", "first", "second"] {
+                let p = s.pod(labels(), None, vec![], json!({}));
+                s.bind(p, node, "Running");
+            }
+            // Pending and terminating pods the cluster holds count for nothing either; capstan's
+            // plan takes only what it is asked to plan, so they are left out here.
+            let pods = s.pods(2, labels(), None, vec![spread(ZONE, 1, true)]);
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            expect_skew(s, ZONE, T, &[2, 2, 1])
+        },
+    );
+    add(
+        "should match all pods when labelSelector is not specified",
+        |s| {
+            let p = s.pods(1, json!({}), None, vec![]);
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, ZONE, None, &[1])
+        },
+    );
+    add("should handle interdependent selectors", |s| {
+        let p = s.pods(5, json!({}), None, vec![spread(HOST, 1, true)]);
+        s.provision(&[nodepool("default", any_capacity())], p);
+        let nodes: std::collections::BTreeSet<Option<String>> =
+            (1..=5).map(|i| s.node_of(&format!("p{i}"))).collect();
+        ensure(
+            nodes.len() == 1 && !nodes.contains(&None),
+            format!("one node for all five: {nodes:?}"),
+        )
+    });
+    add("should respect minDomains constraints", |s| {
+        let mut c = spread(ZONE, 1, true);
+        c["minDomains"] = json!(3);
+        let p = s.pods(3, labels(), None, vec![c]);
+        s.provision(
+            &[nodepool("default", zones(&["test-zone-1", "test-zone-2"]))],
+            p,
+        );
+        expect_skew(s, ZONE, T, &[1, 1])
+    });
+    add(
+        "satisfied minDomains constraints (equal) should allow expected pod scheduling",
+        |s| {
+            let mut c = spread(ZONE, 1, true);
+            c["minDomains"] = json!(3);
+            let p = s.pods(11, labels(), None, vec![c]);
+            s.provision(
+                &[nodepool(
+                    "default",
+                    zones(&["test-zone-1", "test-zone-2", "test-zone-3"]),
+                )],
+                p,
+            );
+            expect_skew(s, ZONE, T, &[4, 4, 3])
+        },
+    );
+    add(
+        "satisfied minDomains constraints (greater than minimum) should allow expected pod scheduling",
+        |s| {
+            let mut c = spread(ZONE, 1, true);
+            c["minDomains"] = json!(2);
+            let p = s.pods(11, labels(), None, vec![c]);
+            s.provision(
+                &[nodepool(
+                    "default",
+                    zones(&["test-zone-1", "test-zone-2", "test-zone-3"]),
+                )],
+                p,
+            );
+            expect_skew(s, ZONE, T, &[4, 4, 3])
+        },
+    );
+    add("should balance pods across nodes", |s| {
+        let p = s.pods(4, labels(), None, vec![spread(HOST, 1, true)]);
+        s.provision(&[nodepool("default", any_capacity())], p);
+        expect_skew(s, HOST, T, &[1, 1, 1, 1])
+    });
+    add(
+        "should balance pods on the same hostname up to maxskew",
+        |s| {
+            let p = s.pods(4, labels(), None, vec![spread(HOST, 4, true)]);
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, HOST, T, &[4])
+        },
+    );
+    add(
+        "balance multiple deployments with hostname topology spread",
+        |s| {
+            let mut pods = Vec::new();
+            for app in ["app1", "app1", "app2", "app2"] {
+                let mut c = spread(HOST, 1, false);
+                c["labelSelector"] = json!({"matchLabels": {"app": app}});
+                pods.push(s.pod(json!({"app": app}), None, vec![c], json!({})));
+            }
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (1..=4).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                "all four scheduled",
+            )?;
+            ensure(
+                s.nodes.len() == 2,
+                format!("two nodes, got {}", s.nodes.len()),
+            )
+        },
+    );
+    add(
+        "balance multiple deployments with hostname topology spread & varying arch",
+        |s| {
+            let mut pods = Vec::new();
+            for (app, arch) in [
+                ("app1", "amd64"),
+                ("app1", "amd64"),
+                ("app2", "arm64"),
+                ("app2", "arm64"),
+            ] {
+                let mut c = spread(HOST, 1, false);
+                c["labelSelector"] = json!({"matchLabels": {"app": app}});
+                let reqs = json!([req("kubernetes.io/arch", "In", &[arch])]);
+                pods.push(s.pod_req(json!({"app": app}), None, vec![c], json!({}), reqs));
+            }
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (1..=4).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                "all four scheduled",
+            )?;
+            ensure(
+                s.nodes.len() == 4,
+                format!("four nodes, got {}", s.nodes.len()),
+            )
+        },
+    );
+    add("should balance pods across capacity types", |s| {
+        let p = s.pods(4, labels(), None, vec![spread(CT, 1, true)]);
+        s.provision(&[nodepool("default", any_capacity())], p);
+        expect_skew(s, CT, T, &[2, 2])
+    });
+    add("should respect NodePool capacity type constraints", |s| {
+        let p = s.pods(4, labels(), None, vec![spread(CT, 1, true)]);
+        s.provision(
+            &[nodepool(
+                "default",
+                vec![req(CT, "In", &["spot", "on-demand"])],
+            )],
+            p,
+        );
+        expect_skew(s, CT, T, &[2, 2])
+    });
+    add(
+        "should not violate max-skew when unsat = do not schedule (capacity type)",
+        |s| {
+            let c = vec![spread(CT, 1, true)];
+            let p = s.pods(1, labels(), Some("1.1"), c.clone());
+            s.provision(&[nodepool("default", vec![req(CT, "In", &["spot"])])], p);
+            expect_skew(s, CT, T, &[1])?;
+            let p = s.pods(5, labels(), Some("1.1"), c);
+            s.provision(
+                &[nodepool("default", vec![req(CT, "In", &["on-demand"])])],
+                p,
+            );
+            expect_skew(s, CT, T, &[1, 2])
+        },
+    );
+    add(
+        "should violate max-skew when unsat = schedule anyway (capacity type)",
+        |s| {
+            let c = vec![spread_when(CT, 1, true, "ScheduleAnyway")];
+            let p = s.pods(1, labels(), Some("1.1"), c.clone());
+            s.provision(&[nodepool("default", vec![req(CT, "In", &["spot"])])], p);
+            expect_skew(s, CT, T, &[1])?;
+            let p = s.pods(5, labels(), Some("1.1"), c);
+            s.provision(
+                &[nodepool("default", vec![req(CT, "In", &["on-demand"])])],
+                p,
+            );
+            expect_skew(s, CT, T, &[1, 5])
+        },
+    );
+    add(
+        "should only count running/scheduled pods with matching labels scheduled to nodes with a corresponding domain [CapacityType]",
+        |s| {
+            s.node("first", json!({CT: "spot"}), json!({}));
+            s.node("second", json!({CT: "on-demand"}), json!({}));
+            s.node("third", json!({}), json!({}));
+            let plain = s.pod(json!({}), None, vec![], json!({}));
+            s.bind(plain, "first", "Running");
+            let third = s.pod(labels(), None, vec![], json!({}));
+            s.bind(third, "third", "Running");
+            let mut other_ns = s.pod(labels(), None, vec![], json!({}));
+            other_ns["metadata"]["namespace"] = json!("elsewhere");
+            s.bind(other_ns, "first", "Running");
+            let failed = s.pod(labels(), None, vec![], json!({}));
+            s.bind(failed, "first", "Failed");
+            let succeeded = s.pod(labels(), None, vec![], json!({}));
+            s.bind(succeeded, "first", "Succeeded");
+            for node in ["first", "first", "second"] {
+                let p = s.pod(labels(), None, vec![], json!({}));
+                s.bind(p, node, "Running");
+            }
+            let pods = s.pods(2, labels(), None, vec![spread(CT, 1, true)]);
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            expect_skew(s, CT, T, &[2, 3])
+        },
+    );
+    add(
+        "should match all pods when labelSelector is not specified [CapacityType]",
+        |s| {
+            let p = s.pods(1, json!({}), None, vec![]);
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, CT, None, &[1])
+        },
+    );
+    add(
+        "should handle interdependent selectors [CapacityType]",
+        |s| {
+            let p = s.pods(5, json!({}), None, vec![spread(HOST, 1, true)]);
+            s.provision(&[nodepool("default", any_capacity())], p);
+            let nodes: std::collections::BTreeSet<Option<String>> =
+                (1..=5).map(|i| s.node_of(&format!("p{i}"))).collect();
+            ensure(
+                nodes.len() == 1 && !nodes.contains(&None),
+                format!("one node for all five: {nodes:?}"),
+            )
+        },
+    );
+    add(
+        "should balance pods across capacity-types (node required affinity constrained)",
+        |s| {
+            let first = s.pod_req(
+                labels(),
+                None,
+                vec![],
+                json!({}),
+                json!([
+                    req(ZONE, "In", &["test-zone-1"]),
+                    req(CT, "In", &["on-demand"])
+                ]),
+            );
+            s.provision(&[nodepool("default", any_capacity())], vec![first]);
+            ensure(s.node_of("p1").is_some(), "the on-demand pod is scheduled")?;
+            let pods: Vec<Value> = (0..5)
+                .map(|_| {
+                    s.pod_req(
+                        labels(),
+                        None,
+                        vec![spread(CT, 1, true)],
+                        json!({}),
+                        json!([req(ZONE, "In", &["test-zone-2"]), req(CT, "In", &["spot"])]),
+                    )
+                })
+                .collect();
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            expect_skew(s, CT, T, &[1, 5])
+        },
+    );
+    add(
+        "should balance pods across capacity-types (no constraints)",
+        |s| {
+            let first = s.pod_req(
+                labels(),
+                None,
+                vec![],
+                json!({"node.kubernetes.io/instance-type": "single-pod-instance-type"}),
+                json!([req(CT, "In", &["on-demand"])]),
+            );
+            s.provision(&[nodepool("default", any_capacity())], vec![first]);
+            ensure(s.node_of("p1").is_some(), "the on-demand pod is scheduled")?;
+            let p = s.pods(5, labels(), Some("2"), vec![spread(CT, 1, true)]);
+            s.provision(&[nodepool("default", vec![req(CT, "In", &["spot"])])], p);
+            expect_skew(s, CT, T, &[1, 2])
+        },
+    );
+    add("should balance pods across arch (no constraints)", |s| {
+        let first = s.pod_req(
+            labels(),
+            None,
+            vec![],
+            json!({"node.kubernetes.io/instance-type": "single-pod-instance-type"}),
+            json!([req("kubernetes.io/arch", "In", &["amd64"])]),
+        );
+        s.provision(&[nodepool("default", any_capacity())], vec![first]);
+        ensure(s.node_of("p1").is_some(), "the amd64 pod is scheduled")?;
+        let p = s.pods(
+            5,
+            labels(),
+            Some("2"),
+            vec![spread("kubernetes.io/arch", 1, true)],
+        );
+        s.provision(
+            &[nodepool(
+                "default",
+                vec![req("kubernetes.io/arch", "In", &["arm64"])],
+            )],
+            p,
+        );
+        expect_skew(s, "kubernetes.io/arch", T, &[1, 2])
+    });
+    out
+}
+
+/// Its of the file not transcribed yet or that need what capstan's plan cannot be told, with
+/// the reason.
+pub const NOT_RUN: &[(&str, &str)] = &[(
+    "should not spread an invalid label selector",
+    "Karpenter skips it on Kubernetes 1.24 and later (the API server refuses the selector)",
+)];
+
+use std::path::Path;
