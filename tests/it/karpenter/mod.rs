@@ -296,8 +296,10 @@ type Check = Box<dyn Fn(&Outcome) -> Result<(), String>>;
 pub struct Scenario {
     file: &'static str,
     it: &'static str,
-    run: Box<dyn Fn(&PathBuf) -> Result<(), String>>,
+    run: Run,
 }
+
+type Run = Box<dyn Fn(&PathBuf) -> Result<(), String>>;
 
 impl From<Case> for Scenario {
     fn from(c: Case) -> Scenario {
