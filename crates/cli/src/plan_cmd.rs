@@ -184,8 +184,29 @@ pub fn plan_json(p: &PlanInput, r: &PackResult, solve_ms: f64) -> Value {
         .iter()
         .enumerate()
         .map(|(k, c)| {
+            let name = format!("{}-{k}", c.nodepool);
+            // The labels and taints the NodeClaim would carry, as the controller makes them:
+            // the template's labels, the NodePool's, a value for each custom requirement.
+            let pool = p.nodepools.iter().find(|n| n.name == c.nodepool);
+            let mut labels = pool.map(|n| n.labels.clone()).unwrap_or_default();
+            labels.insert(capstan_model::labels::NODEPOOL.into(), c.nodepool.clone());
+            labels.insert(
+                capstan_model::labels::KARPENTER_NODEPOOL.into(),
+                c.nodepool.clone(),
+            );
+            for (key, v) in c.requirements.node_labels(&name) {
+                labels.entry(key).or_insert(v);
+            }
+            let taints: Vec<Value> = pool
+                .map(|n| n.taints.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect.as_str()}))
+                .collect();
             json!({
-                "name": format!("{}-{k}", c.nodepool),
+                "name": name,
+                "labels": labels,
+                "taints": taints,
                 "nodepool": c.nodepool,
                 "instance_type": types[c.offering.instance_type].name,
                 "capacity_type": c.offering.capacity_type,

@@ -177,6 +177,9 @@ impl Session {
             let name = format!("node-{}-{i}", self.rounds);
             let t = &o.types[c["instance_type"].as_str().unwrap()];
             let mut labels = t["labels"].clone();
+            for (k, v) in c["labels"].as_object().into_iter().flatten() {
+                labels[k] = v.clone();
+            }
             for (k, v) in [
                 ("topology.kubernetes.io/zone", &c["zone"]),
                 ("karpenter.sh/capacity-type", &c["capacity_type"]),
@@ -785,6 +788,91 @@ pub fn cases() -> Vec<Scenario> {
         );
         expect_skew(s, "kubernetes.io/arch", T, &[1, 2])
     });
+    add(
+        "should spread pods while respecting both constraints (hostname and zonal)",
+        |s| {
+            let c = vec![spread(ZONE, 1, true), spread(HOST, 3, true)];
+            for (n, want) in [
+                (2, vec![1, 1]),
+                (3, vec![2, 2, 1]),
+                (5, vec![4, 3, 3]),
+                (11, vec![7, 7, 7]),
+            ] {
+                let p = s.pods(n, labels(), None, c.clone());
+                s.provision(&[nodepool("default", any_capacity())], p);
+                expect_skew(s, ZONE, T, &want)?;
+                ensure(
+                    s.skew(HOST, T).iter().all(|&k| k <= 3),
+                    format!("at most 3 a node: {:?}", s.skew(HOST, T)),
+                )?;
+            }
+            Ok(())
+        },
+    );
+    add("should balance pods across NodePool requirements", |s| {
+        let key = "capacity.spread.4-1";
+        let spot = nodepool(
+            "spot",
+            vec![
+                req(CT, "In", &["spot"]),
+                req(key, "In", &["2", "3", "4", "5"]),
+            ],
+        );
+        let od = nodepool(
+            "on-demand",
+            vec![req(CT, "In", &["on-demand"]), req(key, "In", &["1"])],
+        );
+        let p = s.pods(20, labels(), None, vec![spread(key, 1, true)]);
+        s.provision(&[spot, od], p);
+        ensure(
+            (1..=20).all(|i| s.node_of(&format!("p{i}")).is_some()),
+            "all twenty scheduled",
+        )?;
+        expect_skew(s, key, T, &[4, 4, 4, 4, 4])?;
+        expect_skew(s, CT, T, &[4, 16])
+    });
+    add(
+        "should spread pods while respecting both constraints",
+        |s| {
+            let c = vec![
+                spread(ZONE, 1, true),
+                spread_when(HOST, 1, true, "ScheduleAnyway"),
+            ];
+            let mut b = nodepool("b", zones(&["test-zone-3"]));
+            b["spec"]["limits"] = json!({"cpu": "0"});
+            let p = s.pods(10, labels(), None, c);
+            s.provision(
+                &[
+                    nodepool("default", zones(&["test-zone-1", "test-zone-2"])),
+                    b,
+                ],
+                p,
+            );
+            expect_skew(s, ZONE, T, &[1, 1])?;
+            expect_skew(s, HOST, T, &[1, 1])
+        },
+    );
+    add(
+        "should spread pods while respecting both constraints [capacity type and hostname]",
+        |s| {
+            let c = vec![spread(CT, 1, true), spread(HOST, 3, true)];
+            for (n, want) in [
+                (2, vec![1, 1]),
+                (3, vec![3, 2]),
+                (5, vec![5, 5]),
+                (11, vec![11, 10]),
+            ] {
+                let p = s.pods(n, labels(), None, c.clone());
+                s.provision(&[nodepool("default", any_capacity())], p);
+                expect_skew(s, CT, T, &want)?;
+                ensure(
+                    s.skew(HOST, T).iter().all(|&k| k <= 3),
+                    format!("at most 3 a node: {:?}", s.skew(HOST, T)),
+                )?;
+            }
+            Ok(())
+        },
+    );
     out
 }
 
