@@ -65,7 +65,7 @@ fn spread_when(key: &str, max_skew: i32, selector: bool, when: &str) -> Value {
 /// Pods the cluster holds and the rounds made, and what a round is asked to plan.
 pub struct Session {
     dir: PathBuf,
-    types: Vec<FakeType>,
+    pub types: Vec<FakeType>,
     nodes: Vec<Value>,
     bound: Vec<Value>,
     rounds: usize,
@@ -871,6 +871,168 @@ pub fn cases() -> Vec<Scenario> {
                 )?;
             }
             Ok(())
+        },
+    );
+    add(
+        "should spread pods while respecting both constraints [zonal and capacity type]",
+        |s| {
+            let c = vec![spread(CT, 1, true), spread(ZONE, 1, true)];
+            for (n, ct_max, zone_max) in [(2, 1, 1), (3, 3, 2), (3, 5, 4), (11, 11, 7)] {
+                let p = s.pods(n, labels(), None, c.clone());
+                s.provision(&[nodepool("default", any_capacity())], p);
+                let (a, b) = (s.skew(CT, T), s.skew(ZONE, T));
+                ensure(
+                    a.iter().all(|&k| k <= ct_max),
+                    format!("capacity types: {a:?}, none above {ct_max}"),
+                )?;
+                ensure(
+                    b.iter().all(|&k| k <= zone_max),
+                    format!("zones: {b:?}, none above {zone_max}"),
+                )?;
+            }
+            Ok(())
+        },
+    );
+    add("should spread pods while respecting all constraints", |s| {
+        s.types = assorted();
+        let c = vec![
+            spread(CT, 1, true),
+            spread(ZONE, 2, true),
+            spread(HOST, 3, true),
+        ];
+        for n in 1..15 {
+            let first = s.pods + 1;
+            let p = s.pods(n, labels(), None, c.clone());
+            s.provision(&[nodepool("default", any_capacity())], p);
+            for (key, max) in [(CT, 1), (ZONE, 2), (HOST, 3)] {
+                let k = s.skew(key, T);
+                let spread = k.iter().max().unwrap_or(&0) - k.iter().min().unwrap_or(&0);
+                ensure(
+                    spread <= max,
+                    format!("round {n}: skew on {key} {k:?} above {max}"),
+                )?;
+            }
+            ensure(
+                (first..=s.pods).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                format!("round {n}: every pod scheduled"),
+            )?;
+        }
+        Ok(())
+    });
+    add("should limit spread options by nodeSelector", |s| {
+        let c = vec![spread(ZONE, 1, true)];
+        let mut p: Vec<Value> = (0..5)
+            .map(|_| s.pod(labels(), None, c.clone(), json!({ZONE: "test-zone-1"})))
+            .collect();
+        p.extend((0..10).map(|_| s.pod(labels(), None, c.clone(), json!({ZONE: "test-zone-2"}))));
+        s.provision(&[nodepool("default", any_capacity())], p);
+        expect_skew(s, ZONE, T, &[5, 10])
+    });
+    add("should limit spread options by node requirements", |s| {
+        let c = vec![spread(ZONE, 1, true)];
+        let p: Vec<Value> = (0..10)
+            .map(|_| {
+                s.pod_req(
+                    labels(),
+                    None,
+                    c.clone(),
+                    json!({}),
+                    json!([req(ZONE, "In", &["test-zone-1", "test-zone-2"])]),
+                )
+            })
+            .collect();
+        s.provision(&[nodepool("default", any_capacity())], p);
+        expect_skew(s, ZONE, T, &[5, 5])
+    });
+    add(
+        "should limit spread options by required node affinity",
+        |s| {
+            let c = vec![spread(ZONE, 1, true)];
+            let p: Vec<Value> = (0..6)
+                .map(|_| {
+                    s.pod_req(
+                        labels(),
+                        None,
+                        c.clone(),
+                        json!({}),
+                        json!([req(ZONE, "In", &["test-zone-1", "test-zone-2"])]),
+                    )
+                })
+                .collect();
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, ZONE, T, &[3, 3])?;
+            let all = zones(&["test-zone-1", "test-zone-2", "test-zone-3"]);
+            let p = s.pod_req(
+                labels(),
+                None,
+                c.clone(),
+                json!({}),
+                json!([req(ZONE, "In", &["test-zone-2", "test-zone-3"])]),
+            );
+            s.provision(&[nodepool("default", all.clone())], vec![p]);
+            expect_skew(s, ZONE, T, &[3, 3, 1])?;
+            let p = s.pods(5, labels(), None, c);
+            s.provision(&[nodepool("default", all)], p);
+            expect_skew(s, ZONE, T, &[4, 4, 4])
+        },
+    );
+    add(
+        "should not limit spread options by preferred node affinity",
+        |s| {
+            let c = vec![spread(ZONE, 1, true)];
+            let p: Vec<Value> = (0..6)
+            .map(|_| {
+                let mut p = s.pod(labels(), None, c.clone(), json!({}));
+                p["spec"]["affinity"] = json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "preference": {"matchExpressions": [req(ZONE, "In", &["test-zone-1", "test-zone-2"])]}}]}});
+                p
+            })
+            .collect();
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, ZONE, T, &[2, 2, 2])
+        },
+    );
+    add(
+        "should limit spread options by nodeSelector [capacity type]",
+        |s| {
+            let c = vec![spread_when(CT, 1, true, "ScheduleAnyway")];
+            let mut p: Vec<Value> = (0..5)
+                .map(|_| s.pod(labels(), None, c.clone(), json!({CT: "spot"})))
+                .collect();
+            p.extend((0..5).map(|_| s.pod(labels(), None, c.clone(), json!({CT: "on-demand"}))));
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, CT, T, &[5, 5])
+        },
+    );
+    add(
+        "should limit spread options by node affinity (capacity type)",
+        |s| {
+            let c = vec![spread(CT, 1, true)];
+            let p: Vec<Value> = (0..3)
+                .map(|_| {
+                    s.pod_req(
+                        labels(),
+                        None,
+                        c.clone(),
+                        json!({}),
+                        json!([req(CT, "In", &["spot"])]),
+                    )
+                })
+                .collect();
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, CT, T, &[3])?;
+            let p = s.pod_req(
+                labels(),
+                None,
+                c.clone(),
+                json!({}),
+                json!([req(CT, "In", &["on-demand", "spot"])]),
+            );
+            s.provision(&[nodepool("default", any_capacity())], vec![p]);
+            expect_skew(s, CT, T, &[3, 1])?;
+            let p = s.pods(5, labels(), None, c);
+            s.provision(&[nodepool("default", any_capacity())], p);
+            expect_skew(s, CT, T, &[5, 4])
         },
     );
     out
