@@ -378,19 +378,24 @@ impl Topology {
                     }
                 }
                 (Kind::Affinity, false) => {
-                    if grp.total > 0 {
-                        let allowed = grp
-                            .counts
-                            .iter()
-                            .filter(|(_, c)| **c > 0)
-                            .map(|(d, _)| d.clone())
-                            .collect();
+                    let allowed: BTreeSet<String> = grp
+                        .counts
+                        .iter()
+                        .filter(|(_, c)| **c > 0)
+                        .map(|(d, _)| d.clone())
+                        .collect();
+                    // As Karpenter: a pod that selects itself, whose node requirements allow
+                    // none of the domains the selected pods are in, starts a domain of its own
+                    // (two groups of one Deployment pinned to different zones).
+                    let reachable = allowed.iter().any(|d| pod_reqs.allows(&grp.g.key, d));
+                    if grp.total > 0 && (reachable || self_match == 0) {
                         restrict(&mut keyed, &grp.g.key, allowed, g);
                     } else if self_match == 0 {
                         out.impossible =
                             Some(format!("{}: no pod matches the selector", grp.describe()));
                     } else {
-                        // First of its kind: any domain, but pinned to one.
+                        // First of its kind (or of the domains it may use): any domain, but
+                        // pinned to one.
                         keyed
                             .entry(grp.g.key.clone())
                             .or_insert_with(|| KeyConstraint {

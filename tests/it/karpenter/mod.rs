@@ -16,15 +16,30 @@ const INSTANCE_SELECTION: &str =
     "pkg/controllers/provisioning/scheduling/instance_selection_test.go";
 
 /// Cases capstan deliberately decides differently: (file, It, why).
-const DIFFERENCES: &[(&str, &str, &str)] = &[(
-    INSTANCE_SELECTION,
-    "schedule should fail if minimum number of InstanceTypes is not met as per the minValues in the requirement after truncation",
-    "capstan truncates a NodeClaim's types to the 60 cheapest plus the next cheapest that a \
+const DIFFERENCES: &[(&str, &str, &str)] = &[
+    (
+        INSTANCE_SELECTION,
+        "schedule should fail if minimum number of InstanceTypes is not met as per the minValues in the requirement after truncation",
+        "capstan truncates a NodeClaim's types to the 60 cheapest plus the next cheapest that a \
      minValues requirement still needs (pack::truncate_options, tested there), so the claim \
      launches where Karpenter's Strict policy refuses it. Karpenter's test lowers \
      MaxInstanceTypes to 1; capstan's limit is fixed, so the case runs with 62 types and \
      minValues 61.",
-)];
+    ),
+    (
+        topology::TOPOLOGY,
+        "should not violate pod anti-affinity on zone (other schedules first)",
+        "capstan pins the zone of a claim whose pod another pod's zonal anti-affinity selects, \
+         so it places both in one pass, in different zones; Karpenter leaves the zone open and \
+         holds the second pod back until the first node exists (a provisioning round later). \
+         Tested by topology::capstan_places_both_sides_of_a_zonal_anti_affinity_in_one_round.",
+    ),
+    (
+        topology::TOPOLOGY,
+        "should not violate pod anti-affinity on zone (Schrödinger)",
+        "as above: the zone is pinned, not left open, so the second pod need not wait a round",
+    ),
+];
 
 /// Karpenter's fake price: 0.1 per CPU and 0.1 per 10^9 bytes of memory (`PriceFromResources`).
 fn fake_price(cpu: f64, mem_gib: f64) -> f64 {

@@ -1035,7 +1035,389 @@ pub fn cases() -> Vec<Scenario> {
             expect_skew(s, CT, T, &[5, 4])
         },
     );
+    add(
+        "should schedule a pod with empty pod affinity and anti-affinity",
+        |s| {
+            let mut p = s.pod(json!({}), None, vec![], json!({}));
+            p["spec"]["affinity"] = json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}});
+            s.provision(&[nodepool("default", any_capacity())], vec![p]);
+            ensure(s.node_of("p1").is_some(), "scheduled")
+        },
+    );
+    add("should respect pod affinity (hostname)", |s| {
+        let mut pods = s.pods(10, labels(), None, vec![spread(HOST, 1, true)]);
+        pods.push(s.pod(s2(), None, vec![], json!({})));
+        let mut b = s.pod(json!({}), None, vec![], json!({}));
+        with_term(&mut b, AFF, true, s2(), HOST);
+        pods.push(b);
+        s.provision(&[nodepool("default", any_capacity())], pods);
+        same_node(s, "p11", "p12", true)
+    });
+    add("should respect pod affinity (arch)", |s| {
+        let mut tsc = spread(HOST, 1, false);
+        tsc["labelSelector"] = json!({"matchLabels": s2()});
+        let a = s.pod(
+            s2(),
+            Some("2"),
+            vec![tsc.clone()],
+            json!({"kubernetes.io/arch": "arm64"}),
+        );
+        let mut b = s.pod(s2(), Some("1"), vec![tsc], json!({}));
+        with_term(&mut b, AFF, true, s2(), "kubernetes.io/arch");
+        s.provision(&[nodepool("default", any_capacity())], vec![a, b]);
+        let (n1, n2) = (
+            s.node_of("p1").ok_or("p1 scheduled")?,
+            s.node_of("p2").ok_or("p2 scheduled")?,
+        );
+        ensure(
+            s.label_of(&n1, "kubernetes.io/arch") == s.label_of(&n2, "kubernetes.io/arch"),
+            "the same arch",
+        )?;
+        ensure(n1 != n2, "not the same node")
+    });
+    add("should respect self pod affinity (hostname)", |s| {
+        let p = self_affine(s, 3, HOST, json!({}), json!([]));
+        s.provision(&[nodepool("default", any_capacity())], p);
+        nodes_of(s, 1..=3, 1)
+    });
+    add(
+        "should respect self pod affinity for first empty topology domain only (hostname)",
+        |s| {
+            let p = self_affine(s, 10, HOST, json!({}), json!([]));
+            s.provision(&[nodepool("default", any_capacity())], p);
+            let placed: Vec<String> = (1..=10)
+                .filter_map(|i| s.node_of(&format!("p{i}")))
+                .collect();
+            let nodes: std::collections::BTreeSet<&String> = placed.iter().collect();
+            ensure(
+                placed.len() == 5 && nodes.len() == 1,
+                format!("five pods on one node: {placed:?}"),
+            )?;
+            let p = self_affine(s, 10, HOST, json!({}), json!([]));
+            s.provision(&[nodepool("default", any_capacity())], p);
+            ensure(
+                (11..=20).all(|i| s.node_of(&format!("p{i}")).is_none()),
+                "the second batch waits",
+            )
+        },
+    );
+    add(
+        "should respect self pod affinity for first empty topology domain only (hostname/constrained zones)",
+        |s| {
+            let p = self_affine(s, 1, HOST, json!({ZONE: "test-zone-1"}), json!([]));
+            s.provision(&[nodepool("default", any_capacity())], p);
+            let p = self_affine(
+                s,
+                10,
+                HOST,
+                json!({}),
+                json!([req(ZONE, "In", &["test-zone-2", "test-zone-3"])]),
+            );
+            s.provision(&[nodepool("default", any_capacity())], p);
+            ensure(
+                (2..=11).all(|i| s.node_of(&format!("p{i}")).is_none()),
+                "none of the ten schedules",
+            )
+        },
+    );
+    add("should respect self pod affinity (zone)", |s| {
+        let p = self_affine(s, 3, ZONE, json!({}), json!([]));
+        s.provision(&[nodepool("default", any_capacity())], p);
+        nodes_of(s, 1..=3, 1)
+    });
+    add(
+        "should respect self pod affinity (zone w/ constraint)",
+        |s| {
+            let p = self_affine(
+                s,
+                3,
+                ZONE,
+                json!({}),
+                json!([req(ZONE, "In", &["test-zone-3"])]),
+            );
+            s.provision(&[nodepool("default", any_capacity())], p);
+            nodes_of(s, 1..=3, 1)?;
+            let n = s.node_of("p1").unwrap();
+            ensure(
+                s.label_of(&n, ZONE).as_deref() == Some("test-zone-3"),
+                "in test-zone-3",
+            )
+        },
+    );
+    add(
+        "should allow two nodes to be created when two pods with matching affinities have incompatible selectors",
+        |s| {
+            let s1 = json!({"security": "s1"});
+            let mut pods = Vec::new();
+            for z in ["test-zone-2", "test-zone-3"] {
+                let mut p = s.pod_req(
+                    s1.clone(),
+                    None,
+                    vec![],
+                    json!({}),
+                    json!([req(ZONE, "In", &[z])]),
+                );
+                with_term(&mut p, AFF, true, s1.clone(), ZONE);
+                pods.push(p);
+            }
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            let (n1, n2) = (
+                s.node_of("p1").ok_or("p1 scheduled")?,
+                s.node_of("p2").ok_or("p2 scheduled")?,
+            );
+            ensure(
+                s.label_of(&n1, ZONE).as_deref() == Some("test-zone-2"),
+                "p1 in test-zone-2",
+            )?;
+            ensure(
+                s.label_of(&n2, ZONE).as_deref() == Some("test-zone-3"),
+                "p2 in test-zone-3",
+            )?;
+            ensure(n1 != n2, "two nodes")
+        },
+    );
+    add("should allow violation of preferred pod affinity", |s| {
+        let mut pods = s.pods(10, labels(), None, vec![spread(HOST, 1, true)]);
+        let mut p = s.pod(json!({}), None, vec![], json!({}));
+        with_term(&mut p, AFF, false, s2(), HOST);
+        pods.push(p);
+        s.provision(&[nodepool("default", any_capacity())], pods);
+        ensure(
+            s.node_of("p11").is_some(),
+            "the preferring pod is scheduled",
+        )
+    });
+    add(
+        "should allow violation of preferred pod anti-affinity",
+        |s| {
+            let mut pods = s.pods(3, labels(), None, vec![spread(ZONE, 1, true)]);
+            for _ in 0..10 {
+                let mut p = s.pod(json!({}), None, vec![], json!({}));
+                with_term(&mut p, ANTI, false, labels(), ZONE);
+                pods.push(p);
+            }
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (4..=13).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                "every anti-preferring pod is scheduled",
+            )
+        },
+    );
+    add(
+        "should separate nodes using simple pod anti-affinity on hostname",
+        |s| {
+            for round in 0..10 {
+                let a = s.pod(s2(), None, vec![], json!({}));
+                let mut b = s.pod(json!({}), None, vec![], json!({}));
+                with_term(&mut b, ANTI, true, s2(), HOST);
+                s.provision(&[nodepool("default", any_capacity())], vec![b, a]);
+                let (i, j) = (2 * round + 1, 2 * round + 2);
+                same_node(s, &format!("p{i}"), &format!("p{j}"), false)?;
+            }
+            Ok(())
+        },
+    );
+    add("should not violate pod anti-affinity on zone", |s| {
+        let mut pods: Vec<Value> = ["test-zone-1", "test-zone-2", "test-zone-3"]
+            .iter()
+            .map(|z| s.pod(s2(), Some("2"), vec![], json!({ZONE: z})))
+            .collect();
+        let mut a = s.pod(json!({}), None, vec![], json!({}));
+        with_term(&mut a, ANTI, true, s2(), ZONE);
+        pods.push(a);
+        s.provision(&[nodepool("default", any_capacity())], pods);
+        ensure(
+            (1..=3).all(|i| s.node_of(&format!("p{i}")).is_some()),
+            "the zone pods are scheduled",
+        )?;
+        ensure(s.node_of("p4").is_none(), "the anti-affine pod is not")
+    });
+    add(
+        "should not violate pod anti-affinity on zone (other schedules first)",
+        |s| {
+            let p = s.pod(s2(), Some("2"), vec![], json!({}));
+            let mut a = s.pod(json!({}), None, vec![], json!({}));
+            with_term(&mut a, ANTI, true, s2(), ZONE);
+            s.provision(&[nodepool("default", any_capacity())], vec![p, a]);
+            ensure(s.node_of("p1").is_some(), "the first pod is scheduled")?;
+            ensure(s.node_of("p2").is_none(), "the anti-affine pod is not")
+        },
+    );
+    add("should not violate pod anti-affinity (arch)", |s| {
+        let mut tsc = spread(HOST, 1, false);
+        tsc["labelSelector"] = json!({"matchLabels": s2()});
+        let a = s.pod(
+            s2(),
+            Some("2"),
+            vec![tsc.clone()],
+            json!({"kubernetes.io/arch": "arm64"}),
+        );
+        let mut b = s.pod(s2(), Some("1"), vec![tsc], json!({}));
+        with_term(&mut b, ANTI, true, s2(), "kubernetes.io/arch");
+        s.provision(&[nodepool("default", any_capacity())], vec![a, b]);
+        let (n1, n2) = (
+            s.node_of("p1").ok_or("p1 scheduled")?,
+            s.node_of("p2").ok_or("p2 scheduled")?,
+        );
+        ensure(
+            s.label_of(&n1, "kubernetes.io/arch") != s.label_of(&n2, "kubernetes.io/arch"),
+            "different arch",
+        )
+    });
+    add(
+        "should violate preferred pod anti-affinity on zone (inverse)",
+        |s| {
+            let pods = zone_pods_with_anti(s, false);
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (1..=4).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                "all four scheduled",
+            )
+        },
+    );
+    add(
+        "should not violate pod anti-affinity on zone (inverse)",
+        |s| {
+            let pods = zone_pods_with_anti(s, true);
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (1..=3).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                "the zone pods are scheduled",
+            )?;
+            ensure(s.node_of("p4").is_none(), "the pod they repel is not")
+        },
+    );
+    add(
+        "should not violate pod anti-affinity on zone (Schrödinger)",
+        |s| {
+            let mut a = s.pod(json!({}), Some("2"), vec![], json!({}));
+            with_term(&mut a, ANTI, true, s2(), ZONE);
+            let b = s.pod(s2(), None, vec![], json!({}));
+            s.provision(&[nodepool("default", any_capacity())], vec![a, b.clone()]);
+            ensure(
+                s.node_of("p1").is_some(),
+                "the anti-affine pod is scheduled",
+            )?;
+            ensure(
+                s.node_of("p2").is_none(),
+                "the other waits while the first one's zone is open",
+            )?;
+            s.provision(&[nodepool("default", any_capacity())], vec![b]);
+            let (n1, n2) = (
+                s.node_of("p1").unwrap(),
+                s.node_of("p2").ok_or("p2 scheduled next round")?,
+            );
+            ensure(
+                s.label_of(&n1, ZONE) != s.label_of(&n2, ZONE),
+                "in another zone",
+            )
+        },
+    );
+    add(
+        "should not violate pod anti-affinity on zone (inverse w/existing nodes)",
+        |s| {
+            let mut pods = zone_pods_with_anti(s, true);
+            let last = pods.pop().unwrap();
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (1..=3).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                "the zone pods are scheduled",
+            )?;
+            s.provision(&[nodepool("default", any_capacity())], vec![last]);
+            ensure(s.node_of("p4").is_none(), "the pod they repel is not")
+        },
+    );
+    add(
+        "should violate preferred pod anti-affinity on zone (inverse w/existing nodes)",
+        |s| {
+            let mut pods = zone_pods_with_anti(s, false);
+            let last = pods.pop().unwrap();
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (1..=3).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                "the zone pods are scheduled",
+            )?;
+            s.provision(&[nodepool("default", any_capacity())], vec![last]);
+            ensure(
+                s.node_of("p4").is_some(),
+                "the pod they only prefer to avoid is scheduled",
+            )
+        },
+    );
     out
+}
+
+const AFF: &str = "podAffinity";
+const ANTI: &str = "podAntiAffinity";
+
+fn s2() -> Value {
+    json!({"security": "s2"})
+}
+
+/// Adds a pod (anti-)affinity term: `kind` is `podAffinity` or `podAntiAffinity`; a
+/// preference has weight 50.
+fn with_term(p: &mut Value, kind: &str, required: bool, selector: Value, key: &str) {
+    let term = json!({"labelSelector": {"matchLabels": selector}, "topologyKey": key});
+    let (field, entry) = if required {
+        ("requiredDuringSchedulingIgnoredDuringExecution", term)
+    } else {
+        (
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            json!({"weight": 50, "podAffinityTerm": term}),
+        )
+    };
+    let list = &mut p["spec"]["affinity"][kind][field];
+    if list.is_null() {
+        *list = json!([]);
+    }
+    list.as_array_mut().unwrap().push(entry);
+}
+
+/// `n` pods labelled `security: s2` with required affinity to each other over `key`.
+fn self_affine(s: &mut Session, n: usize, key: &str, selector: Value, reqs: Value) -> Vec<Value> {
+    (0..n)
+        .map(|_| {
+            let mut p = s.pod_req(s2(), None, vec![], selector.clone(), reqs.clone());
+            with_term(&mut p, AFF, true, s2(), key);
+            p
+        })
+        .collect()
+}
+
+/// Three pods of 2 CPU, one pinned to each zone, with (`required`) or preferring zonal
+/// anti-affinity to `security: s2`, then one pod so labelled.
+fn zone_pods_with_anti(s: &mut Session, required: bool) -> Vec<Value> {
+    let mut pods: Vec<Value> = ["test-zone-1", "test-zone-2", "test-zone-3"]
+        .iter()
+        .map(|z| {
+            let mut p = s.pod(json!({}), Some("2"), vec![], json!({ZONE: z}));
+            with_term(&mut p, ANTI, required, s2(), ZONE);
+            p
+        })
+        .collect();
+    pods.push(s.pod(s2(), None, vec![], json!({})));
+    pods
+}
+
+fn same_node(s: &Session, a: &str, b: &str, same: bool) -> Result<(), String> {
+    let (n1, n2) = (
+        s.node_of(a).ok_or(format!("{a} scheduled"))?,
+        s.node_of(b).ok_or(format!("{b} scheduled"))?,
+    );
+    ensure((n1 == n2) == same, format!("{a} on {n1}, {b} on {n2}"))
+}
+
+/// The pods numbered `range` are all scheduled, on `n` nodes.
+fn nodes_of(s: &Session, range: std::ops::RangeInclusive<usize>, n: usize) -> Result<(), String> {
+    let mut nodes = std::collections::BTreeSet::new();
+    for i in range {
+        nodes.insert(
+            s.node_of(&format!("p{i}"))
+                .ok_or(format!("p{i} scheduled"))?,
+        );
+    }
+    ensure(nodes.len() == n, format!("{n} nodes, got {nodes:?}"))
 }
 
 /// Its of the file not transcribed yet or that need what capstan's plan cannot be told, with
@@ -1046,3 +1428,35 @@ pub const NOT_RUN: &[(&str, &str)] = &[(
 )];
 
 use std::path::Path;
+
+/// capstan's side of two listed differences: a pod with zonal anti-affinity to a pod whose
+/// claim's zone is still open is placed in the same plan, in another zone — both orders.
+#[test]
+fn capstan_places_both_sides_of_a_zonal_anti_affinity_in_one_round() {
+    for anti_first in [true, false] {
+        let dir = std::env::temp_dir().join(format!(
+            "capstan-karpenter-anti-{anti_first}-{}",
+            std::process::id()
+        ));
+        let mut s = Session::new(&dir, default_types());
+        let plain = s.pod(s2(), Some("2"), vec![], json!({}));
+        let mut anti = s.pod(json!({}), None, vec![], json!({}));
+        with_term(&mut anti, ANTI, true, s2(), ZONE);
+        let pods = if anti_first {
+            vec![anti, plain]
+        } else {
+            vec![plain, anti]
+        };
+        s.provision(&[nodepool("default", any_capacity())], pods);
+        let (n1, n2) = (
+            s.node_of("p1").expect("p1 placed"),
+            s.node_of("p2").expect("p2 placed"),
+        );
+        assert_ne!(
+            s.label_of(&n1, ZONE),
+            s.label_of(&n2, ZONE),
+            "different zones"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
