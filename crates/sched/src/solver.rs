@@ -13,7 +13,7 @@ use capstan_model::requirements::{Incompatible, Undefined};
 use capstan_model::resources::{Shortfall, format_amount};
 use capstan_model::taints::{Taint, untolerated};
 use capstan_model::{InstanceType, NodePool, Requirements, Resources};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Plans where every pending pod goes. See the crate docs.
 pub fn solve(input: SolveInput<'_>, options: &SolveOptions) -> Plan {
@@ -580,10 +580,29 @@ impl<'a> Solver<'a> {
                 .then(pb.memory.cmp(&pa.memory))
                 .then(a.cmp(&b))
         });
+        // As Karpenter's queue: pods that failed are tried again, in the same order, as long
+        // as a pass placed something (a pod with affinity to one sorted after it).
+        let mut queue = order;
+        loop {
+            let failed = self.pass(&queue);
+            if failed.is_empty() || failed.len() == queue.len() {
+                break;
+            }
+            let retried: HashSet<usize> = failed.iter().copied().collect();
+            self.unschedulable.retain(|u| !retried.contains(&u.pod));
+            queue = failed;
+        }
+    }
+
+    /// Tries each pod of `queue` once; returns those that found no place (each also recorded
+    /// in `unschedulable` with its reason).
+    fn pass(&mut self, queue: &[usize]) -> Vec<usize> {
+        let pending = self.input.pending;
+        let mut failed = Vec::new();
         // A pod identical to one that just failed (all but name and uid) fails too: failing
         // changes nothing, and identical pods sort next to each other.
         let mut last_failed: Option<usize> = None;
-        for i in order {
+        for &i in queue {
             let pod = &pending[i];
             if let Some(j) = last_failed {
                 if same_but_name(&pending[j], pod) {
@@ -593,6 +612,7 @@ impl<'a> Solver<'a> {
                         .map(|u| u.reason.clone())
                         .unwrap_or_default();
                     self.unschedulable.push(Unschedulable { pod: i, reason });
+                    failed.push(i);
                     continue;
                 }
             }
@@ -621,7 +641,11 @@ impl<'a> Solver<'a> {
                 }
             }
             last_failed = (self.unschedulable.len() > placed_before).then_some(i);
+            if last_failed.is_some() {
+                failed.push(i);
+            }
         }
+        failed
     }
 
     fn pod_requirements(&self, pod: &Pod, r: &Relaxed) -> Requirements {

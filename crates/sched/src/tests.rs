@@ -1481,3 +1481,24 @@ fn a_pod_selecting_a_zone_id_gets_a_claim_in_that_zone_and_none_where_no_zone_ha
     assert!(plan.new_claims.is_empty());
     reason(&plan, 0);
 }
+
+#[test]
+fn a_pod_with_zonal_affinity_to_a_pod_sorted_after_it_is_tried_again_and_follows_it() {
+    let w = World::new();
+    let aff = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": ZONE}]}}});
+    // The follower asks for more CPU, so it is tried first, before any db pod exists.
+    let follower = pod("web", 1500, 512, json!({}), aff);
+    let target = pod(
+        "db",
+        100,
+        128,
+        json!({"app": "db"}),
+        json!({"nodeSelector": {ZONE: ZONES[2]}}),
+    );
+    let plan = w.solve(&[follower, target]);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let at = placement(&plan, 2);
+    assert_eq!(zone_of(&plan, &at[0]), ZONES[2]);
+    assert_eq!(zone_of(&plan, &at[1]), ZONES[2]);
+}

@@ -39,6 +39,18 @@ const DIFFERENCES: &[(&str, &str, &str)] = &[
         "should not violate pod anti-affinity on zone (Schrödinger)",
         "as above: the zone is pinned, not left open, so the second pod need not wait a round",
     ),
+    (
+        topology::TOPOLOGY,
+        "should support pod anti-affinity with a zone topology",
+        "as above: capstan places the three mutually anti-affine pods in one pass, one per \
+         zone, where Karpenter places one a batch",
+    ),
+    (
+        topology::TOPOLOGY,
+        "should support pod affinity with zone topology (unconstrained target)",
+        "as above, for affinity: the target's zone is pinned, so the ten pods follow it in the \
+         same pass instead of a batch later",
+    ),
 ];
 
 /// Karpenter's fake price: 0.1 per CPU and 0.1 per 10^9 bytes of memory (`PriceFromResources`).

@@ -66,8 +66,8 @@ fn spread_when(key: &str, max_skew: i32, selector: bool, when: &str) -> Value {
 pub struct Session {
     dir: PathBuf,
     pub types: Vec<FakeType>,
-    nodes: Vec<Value>,
-    bound: Vec<Value>,
+    pub nodes: Vec<Value>,
+    pub bound: Vec<Value>,
     rounds: usize,
     pods: usize,
 }
@@ -162,7 +162,11 @@ impl Session {
             .into_iter()
             .map(|p| {
                 (
-                    format!("default/{}", p["metadata"]["name"].as_str().unwrap()),
+                    format!(
+                        "{}/{}",
+                        p["metadata"]["namespace"].as_str().unwrap(),
+                        p["metadata"]["name"].as_str().unwrap()
+                    ),
                     p,
                 )
             })
@@ -1345,6 +1349,178 @@ pub fn cases() -> Vec<Scenario> {
             )
         },
     );
+    add(
+        "should allow violation of a pod affinity preference with a conflicting required constraint",
+        |s| {
+            let target = s.pod(s2(), None, vec![], json!({}));
+            let mut pods: Vec<Value> = (0..3)
+                .map(|_| {
+                    let mut p = s.pod(labels(), None, vec![spread(HOST, 1, true)], json!({}));
+                    with_term(&mut p, AFF, false, s2(), HOST);
+                    p
+                })
+                .collect();
+            pods.push(target);
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (1..=4).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                "all four scheduled",
+            )?;
+            expect_skew(s, HOST, T, &[1, 1, 1])
+        },
+    );
+    add(
+        "should support pod anti-affinity with a zone topology",
+        |s| {
+            for want in [vec![1], vec![1, 1], vec![1, 1, 1], vec![1, 1, 1]] {
+                let pods: Vec<Value> = (0..3)
+                    .map(|_| {
+                        let mut p = s.pod(s2(), None, vec![], json!({}));
+                        with_term(&mut p, ANTI, true, s2(), ZONE);
+                        p
+                    })
+                    .collect();
+                s.provision(&[nodepool("default", any_capacity())], pods);
+                expect_skew(s, ZONE, None, &want)?;
+            }
+            Ok(())
+        },
+    );
+    add(
+        "should not schedule pods with affinity to a non-existent pod",
+        |s| {
+            let pods: Vec<Value> = (0..10)
+                .map(|_| {
+                    let mut p = s.pod(json!({}), None, vec![], json!({}));
+                    with_term(&mut p, AFF, true, s2(), ZONE);
+                    p
+                })
+                .collect();
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (1..=10).all(|i| s.node_of(&format!("p{i}")).is_none()),
+                "none scheduled",
+            )
+        },
+    );
+    add(
+        "should support pod affinity with zone topology (unconstrained target)",
+        |s| {
+            let mut pods: Vec<Value> = (0..10)
+                .map(|_| {
+                    let mut p = s.pod(json!({}), None, vec![], json!({}));
+                    with_term(&mut p, AFF, true, s2(), ZONE);
+                    p
+                })
+                .collect();
+            pods.push(s.pod(s2(), None, vec![], json!({})));
+            let waiting = pods[..10].to_vec();
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            ensure(
+                (1..=10).all(|i| s.node_of(&format!("p{i}")).is_none()),
+                "the ten wait while the target's zone is open",
+            )?;
+            expect_skew(s, ZONE, None, &[1])?;
+            s.provision(&[nodepool("default", any_capacity())], waiting);
+            ensure(
+                (1..=10).all(|i| s.node_of(&format!("p{i}")).is_some()),
+                "then they follow it",
+            )?;
+            expect_skew(s, ZONE, None, &[11])
+        },
+    );
+    add(
+        "should support pod affinity with zone topology (constrained target)",
+        |s| {
+            let mut pods: Vec<Value> = (0..10)
+                .map(|_| {
+                    let mut p = s.pod(json!({}), None, vec![], json!({}));
+                    with_term(&mut p, AFF, true, s2(), ZONE);
+                    p
+                })
+                .collect();
+            pods.push(s.pod_req(
+                s2(),
+                None,
+                vec![],
+                json!({}),
+                json!([req(ZONE, "In", &["test-zone-1"])]),
+            ));
+            s.provision(&[nodepool("default", any_capacity())], pods);
+            expect_skew(s, ZONE, None, &[11])
+        },
+    );
+    add("should handle multiple dependent affinities", |s| {
+        let l = |t: &str| json!({"type": t, "spread": "spread"});
+        for round in 0..50 {
+            let mut db = s.pod(l("db"), None, vec![], json!({}));
+            db["metadata"]["name"] = json!(format!("db-{round}"));
+            let mut chain = vec![db];
+            for (me, to) in [("web", "db"), ("cache", "web"), ("ui", "cache")] {
+                let mut p = s.pod(l(me), None, vec![], json!({}));
+                p["metadata"]["name"] = json!(format!("{me}-{round}"));
+                with_term(&mut p, AFF, true, l(to), HOST);
+                chain.push(p);
+            }
+            // Each round on an empty cluster, as Karpenter's loop cleans up between rounds.
+            s.nodes.clear();
+            s.bound.clear();
+            s.provision(&[nodepool("default", any_capacity())], chain);
+            for t in ["db", "web", "cache", "ui"] {
+                ensure(
+                    s.node_of(&format!("{t}-{round}")).is_some(),
+                    format!("round {round}: {t} scheduled"),
+                )?;
+            }
+        }
+        Ok(())
+    });
+    add(
+        "should fail to schedule pods with unsatisfiable dependencies",
+        |s| {
+            let mut p = s.pod(
+                json!({"type": "db", "spread": "spread"}),
+                None,
+                vec![],
+                json!({}),
+            );
+            with_term(
+                &mut p,
+                AFF,
+                true,
+                json!({"type": "web", "spread": "spread"}),
+                HOST,
+            );
+            s.provision(&[nodepool("default", any_capacity())], vec![p]);
+            ensure(s.node_of("p1").is_none(), "not scheduled")
+        },
+    );
+    add(
+        "should filter pod affinity topologies by namespace, no matching pods",
+        |s| namespaced_affinity(s, "other-ns-no-match", json!({}), false),
+    );
+    add(
+        "should filter pod affinity topologies by namespace, matching pods namespace list",
+        |s| {
+            namespaced_affinity(
+                s,
+                "other-ns-list",
+                json!({"namespaces": ["other-ns-list"]}),
+                true,
+            )
+        },
+    );
+    add(
+        "should filter pod affinity topologies by namespace, empty namespace selector",
+        |s| {
+            namespaced_affinity(
+                s,
+                "empty-ns-selector",
+                json!({"namespaceSelector": {}}),
+                true,
+            )
+        },
+    );
     out
 }
 
@@ -1420,6 +1596,39 @@ fn nodes_of(s: &Session, range: std::ops::RangeInclusive<usize>, n: usize) -> Re
     ensure(nodes.len() == n, format!("{n} nodes, got {nodes:?}"))
 }
 
+/// Ten pods spread one a node, a `security: s2` pod in namespace `ns`, and a pod with
+/// hostname affinity to it whose term also says `extra` (namespaces, namespaceSelector):
+/// whether that one lands with the target.
+fn namespaced_affinity(
+    s: &mut Session,
+    ns: &str,
+    extra: Value,
+    together: bool,
+) -> Result<(), String> {
+    let mut pods = s.pods(10, labels(), None, vec![spread(HOST, 1, true)]);
+    let mut target = s.pod(s2(), None, vec![], json!({}));
+    target["metadata"]["namespace"] = json!(ns);
+    pods.push(target);
+    let mut p = s.pod(json!({}), None, vec![], json!({}));
+    let mut term = json!({"labelSelector": {"matchLabels": s2()}, "topologyKey": HOST});
+    for (k, v) in extra.as_object().unwrap() {
+        term[k] = v.clone();
+    }
+    p["spec"]["affinity"] =
+        json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}});
+    pods.push(p);
+    s.provision(&[nodepool("default", any_capacity())], pods);
+    ensure(s.node_of("p11").is_some(), "the target is scheduled")?;
+    if together {
+        same_node(s, "p11", "p12", true)
+    } else {
+        ensure(
+            s.node_of("p12").is_none(),
+            "the pod with affinity is not scheduled",
+        )
+    }
+}
+
 /// Its of the file not transcribed yet or that need what capstan's plan cannot be told, with
 /// the reason.
 pub const NOT_RUN: &[(&str, &str)] = &[(
@@ -1459,4 +1668,29 @@ fn capstan_places_both_sides_of_a_zonal_anti_affinity_in_one_round() {
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
+    let dir = std::env::temp_dir().join(format!("capstan-karpenter-aff-{}", std::process::id()));
+    // Three pods anti-affine to each other by zone: one per zone, in one pass.
+    let mut s = Session::new(&dir.join("anti"), default_types());
+    let pods: Vec<Value> = (0..3)
+        .map(|_| {
+            let mut p = s.pod(s2(), None, vec![], json!({}));
+            with_term(&mut p, ANTI, true, s2(), ZONE);
+            p
+        })
+        .collect();
+    s.provision(&[nodepool("default", any_capacity())], pods);
+    assert_eq!(s.skew(ZONE, None), [1, 1, 1]);
+    // Ten pods with zonal affinity to a pod of open zone: all in its zone, in one pass.
+    let mut s = Session::new(&dir.join("aff"), default_types());
+    let mut pods: Vec<Value> = (0..10)
+        .map(|_| {
+            let mut p = s.pod(json!({}), None, vec![], json!({}));
+            with_term(&mut p, AFF, true, s2(), ZONE);
+            p
+        })
+        .collect();
+    pods.push(s.pod(s2(), None, vec![], json!({})));
+    s.provision(&[nodepool("default", any_capacity())], pods);
+    assert_eq!(s.skew(ZONE, None), [11]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
