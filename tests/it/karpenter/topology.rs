@@ -1646,7 +1646,7 @@ pub fn cases() -> Vec<Scenario> {
                     p
                 })
                 .collect();
-            s.provision(&[pool.clone()], pods);
+            s.provision(std::slice::from_ref(&pool), pods);
             ensure(
                 s.node_of("p1").is_some() && s.node_of("p2").is_some(),
                 "both tolerating pods scheduled",
@@ -1706,7 +1706,7 @@ pub fn cases() -> Vec<Scenario> {
             c["minDomains"] = json!(3);
             let pool = nodepool("default", vec![req(CT, "In", &["on-demand"])]);
             let p = s.pods(3, app.clone(), None, vec![c.clone()]);
-            s.provision(&[pool.clone()], p);
+            s.provision(std::slice::from_ref(&pool), p);
             ensure(
                 (1..=3).all(|i| s.node_of(&format!("p{i}")).is_some()),
                 "the first three scheduled",
