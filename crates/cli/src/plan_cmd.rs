@@ -194,8 +194,18 @@ pub fn plan_json(p: &PlanInput, r: &PackResult, solve_ms: f64) -> Value {
                 capstan_model::labels::KARPENTER_NODEPOOL.into(),
                 c.nodepool.clone(),
             );
+            // A key the instance type defines takes the type's value (Karpenter's well-known
+            // labels; a catalog's own labels).
+            let it = &types[c.offering.instance_type];
+            for (key, v) in it.labels.iter() {
+                if c.requirements.has_key(key) {
+                    labels.insert(key.clone(), v.clone());
+                }
+            }
             for (key, v) in c.requirements.node_labels(&name) {
-                labels.entry(key).or_insert(v);
+                if !it.requirements.has_key(&key) {
+                    labels.entry(key).or_insert(v);
+                }
             }
             let taints: Vec<Value> = pool
                 .map(|n| n.taints.as_slice())

@@ -456,8 +456,21 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
             labels.insert(labels::NODEPOOL.into(), pool.name.clone());
             // A value for each custom requirement (a NodePool's `team Exists` narrowed to a
             // pod's `team: ml`): the node carries it, so the pod binds there.
+            let typed = |k: &str| {
+                instance_types.iter().any(|t| {
+                    capstan_model::catalog::type_for_pool(
+                        self.s.catalog.cached(),
+                        t,
+                        Some(&pool.name),
+                    )
+                    .is_some_and(|(_, it)| it.requirements.has_key(k))
+                })
+            };
             for (k, v) in requirements.node_labels(&name) {
-                labels.entry(k).or_insert(v);
+                // A key the instance types define is theirs to set (a catalog's own labels).
+                if !typed(&k) {
+                    labels.entry(k).or_insert(v);
+                }
             }
             let claim = NodeClaim {
                 name: name.clone(),

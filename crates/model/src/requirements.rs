@@ -567,9 +567,14 @@ impl Requirements {
                 None => {
                     let op = r.operator();
                     let excludes = matches!(op, Operator::NotIn | Operator::DoesNotExist);
+                    // A new node's hostname is not known before it exists: a template
+                    // never meets `hostname In [...]` (Karpenter gives its NodeClaims a
+                    // placeholder), though it does meet `hostname Exists`.
+                    let named_host = r.key == crate::labels::HOSTNAME && matches!(op, Operator::In);
                     let allowed = excludes
                         || (undefined == Undefined::AllowWellKnown
-                            && crate::labels::is_well_known(&r.key));
+                            && crate::labels::is_well_known(&r.key)
+                            && !named_host);
                     if !allowed {
                         return Err(Incompatible {
                             key: r.key.clone(),
@@ -776,6 +781,25 @@ mod tests {
         ];
         for (r, terms) in cases {
             assert_eq!(r.to_terms(), terms, "{r}");
+        }
+    }
+
+    #[test]
+    fn a_template_never_meets_a_named_hostname_but_meets_any_hostname() {
+        // (operator, values, compatible with a template that says nothing of hostnames)
+        let cases: [(Operator, &[&str], bool); 4] = [
+            (In, &["red-node"], false),
+            (Exists, &[], true),
+            (NotIn, &["red-node"], true),
+            (DoesNotExist, &[], true),
+        ];
+        for (op, values, ok) in cases {
+            let mut pod = Requirements::new();
+            pod.add(req(crate::labels::HOSTNAME, op, values));
+            let got = Requirements::new()
+                .compatible(&pod, Undefined::AllowWellKnown)
+                .is_ok();
+            assert_eq!(got, ok, "{op:?} {values:?}");
         }
     }
 

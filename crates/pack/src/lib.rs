@@ -242,6 +242,16 @@ fn classes(input: &SolveInput<'_>, plan: &Plan, movable: &[Option<Vec<String>>])
             let Some(keys) = &movable[p] else { continue };
             let pod = &input.pending[p];
             let mut reqs = np.requirements.intersect(&pod_requirements(pod));
+            // Keep what sched honoured of the pod's preferred node affinity (Karpenter treats
+            // preferences as required until they cannot be met): the claim's requirement on
+            // each key a preferred term names.
+            for term in &pod.preferred_terms {
+                for r in term.term.iter() {
+                    if let Some(kept) = c.requirements.get(&r.key) {
+                        reqs.add(kept.clone());
+                    }
+                }
+            }
             // Keep the topology domains the pod was placed in.
             let mut pinned = true;
             for k in keys {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
+mod suite;
 mod topology;
 
 const INSTANCE_SELECTION: &str =
@@ -992,6 +993,11 @@ fn karpenters_instance_selection_suite_holds_for_capstan_plan_case_by_case() {
         "selection",
         selection_cases().into_iter().map(Scenario::from).collect(),
     );
+}
+
+#[test]
+fn karpenters_scheduling_suite_holds_for_capstan_plan_round_by_round() {
+    run_suite("scheduling", suite::cases());
 }
 
 #[test]
