@@ -1,9 +1,10 @@
 //! Spot offerings for planning (`plan`, `consolidate`, `bench packing`). The shared catalog has
 //! on-demand prices only. `--spot-prices FILE` reads the JSON `aws ec2
 //! describe-spot-price-history --output json` prints: each priced pool (type × zone, the newest
-//! entry winning) becomes a spot offering at its price. Without the file, every (type, zone)
-//! with an on-demand offering gets a spot offering priced by the fake cloud's model, and the
-//! commands say the prices are estimates.
+//! entry winning) becomes a spot offering at its price. Without the file, and unless the
+//! catalog lists its offerings itself, every (type, zone) with an on-demand offering gets a
+//! spot offering priced by the fake cloud's model, and the commands say the prices are
+//! estimates.
 
 use crate::input::{InputError, read};
 use capstan_model::catalog::{Catalog, Offering};
@@ -25,8 +26,8 @@ pub enum SpotPrices {
     },
     /// The fake cloud's model: estimates.
     Estimated,
-    /// The catalog's own spot offerings: a catalog that lists any spot offering says where
-    /// spot exists, and none is added.
+    /// The catalog's own spot offerings: a catalog that lists every type's offerings, or
+    /// any spot offering, says where spot exists, and none is added.
     Catalog,
 }
 
@@ -81,11 +82,12 @@ struct Entry {
 pub fn add(catalog: &mut Catalog, path: Option<&str>) -> Result<SpotPrices, InputError> {
     match path {
         Some(p) => from_text(catalog, p, &read(p)?),
-        None if catalog
-            .instance_types
-            .iter()
-            .flat_map(|t| &t.offerings)
-            .any(|o| o.capacity_type == CAPACITY_SPOT) =>
+        None if catalog.offerings_listed
+            || catalog
+                .instance_types
+                .iter()
+                .flat_map(|t| &t.offerings)
+                .any(|o| o.capacity_type == CAPACITY_SPOT) =>
         {
             Ok(SpotPrices::Catalog)
         }
@@ -214,4 +216,43 @@ fn zone_id_of(offerings: &[Offering], zone: &str) -> Option<String> {
         .iter()
         .find(|o| o.zone == zone)
         .and_then(|o| o.zone_id.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog(types: &str) -> Catalog {
+        crate::input::catalog_from_text("c.json", &format!(r#"{{"instance_types": [{types}]}}"#))
+            .unwrap()
+    }
+
+    const LISTED: &str = r#"{"name": "a.large", "arch": "amd64", "vcpu": 2, "memory_mib": 4096, "max_pods": 10,
+        "offerings": [{"zone": "z1", "capacity_type": "on-demand", "price_usd_per_hour": 1.0}]}"#;
+    const PRICED: &str = r#"{"name": "b.large", "arch": "amd64", "vcpu": 2, "memory_mib": 4096, "max_pods": 10,
+        "on_demand_price_usd_per_hour": 1.0}"#;
+
+    #[test]
+    fn spot_is_estimated_only_where_the_catalog_does_not_list_its_offerings() {
+        // (types, spot prices said, spot offerings after)
+        let cases = [
+            (LISTED.to_string(), SpotPrices::Catalog, 0),
+            (PRICED.to_string(), SpotPrices::Estimated, 1),
+            (format!("{LISTED}, {PRICED}"), SpotPrices::Estimated, 2),
+        ];
+        for (types, want, spot) in cases {
+            let mut c = catalog(&types);
+            assert_eq!(add(&mut c, None).unwrap(), want, "{types}");
+            let n = c
+                .instance_types
+                .iter()
+                .flat_map(|t| &t.offerings)
+                .filter(|o| o.capacity_type == CAPACITY_SPOT)
+                .count();
+            assert!(
+                (spot == 0 && n == 0) || (spot > 0 && n >= spot),
+                "{types}: {n} spot offerings"
+            );
+        }
+    }
 }

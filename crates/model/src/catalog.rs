@@ -234,6 +234,9 @@ pub const BUILTIN_CATALOG: &str = include_str!("../data/aws-instance-types-us-ea
 pub struct Catalog {
     pub region: String,
     pub instance_types: Vec<InstanceType>,
+    /// Whether the file listed every type's offerings: then they say where capacity exists,
+    /// and planning adds no estimated spot offerings.
+    pub offerings_listed: bool,
 }
 
 impl Catalog {
@@ -248,6 +251,7 @@ impl Catalog {
             .unwrap_or("us-east-1")
             .to_string();
         let mut types = Vec::with_capacity(file.instance_types.len());
+        let offerings_listed = file.instance_types.iter().all(|e| e.offerings.is_some());
         let type_keys: std::collections::BTreeSet<String> = file
             .instance_types
             .iter()
@@ -275,6 +279,7 @@ impl Catalog {
         Ok(Catalog {
             region,
             instance_types: types,
+            offerings_listed,
         })
     }
 

@@ -136,10 +136,13 @@ pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)
 }
 
-/// Whether a node-label key is one capstan does not put on nodes from requirements
-/// (Karpenter's `IsRestrictedNodeLabel`): a well-known key (the instance type gives it), or a
-/// key in `kubernetes.io`, `k8s.io`, `karpenter.sh`, `karpenter.k8s.aws` or `capstan.dev`,
-/// except `node.kubernetes.io`, `node-restriction.kubernetes.io` and `kops.k8s.io`.
+/// Whether a node-label key is one capstan does not put on nodes from requirements: a
+/// well-known key (the instance type or the offering gives it; the hostname is the node's),
+/// or one in the provisioner's own domains (`karpenter.sh`, `karpenter.k8s.aws`,
+/// `capstan.dev`, subdomains included). As Karpenter's `RestrictedLabelDomains` since v1.1,
+/// keys in `kubernetes.io` and `k8s.io` are not restricted: a NodePool requiring
+/// `example.kubernetes.io/tier In [a]` labels its nodes so (the controller writes the labels,
+/// so the kubelet's NodeRestriction does not apply).
 pub fn is_restricted(key: &str) -> bool {
     if is_well_known(key) {
         return true;
@@ -148,25 +151,9 @@ pub fn is_restricted(key: &str) -> bool {
         return false;
     };
     let under = |d: &str| domain == d || domain.ends_with(&format!(".{d}"));
-    if [
-        "node.kubernetes.io",
-        "node-restriction.kubernetes.io",
-        "kops.k8s.io",
-    ]
-    .iter()
-    .any(|d| under(d))
-    {
-        return false;
-    }
-    [
-        "kubernetes.io",
-        "k8s.io",
-        "karpenter.sh",
-        "karpenter.k8s.aws",
-        "capstan.dev",
-    ]
-    .iter()
-    .any(|d| under(d))
+    ["karpenter.sh", "karpenter.k8s.aws", "capstan.dev"]
+        .iter()
+        .any(|d| under(d))
 }
 
 /// Maps a node-label key to capstan's spelling: Karpenter's `karpenter.sh/capacity-type`,
@@ -195,6 +182,27 @@ pub fn normalize_key(key: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restricted_keys_are_the_well_known_ones_and_the_provisioners_own_domains() {
+        for (key, want) in [
+            ("kubernetes.io/hostname", true),
+            ("topology.kubernetes.io/zone", true),
+            ("karpenter.sh/capacity-type", true),
+            ("karpenter.sh/anything", true),
+            ("sub.karpenter.sh/anything", true),
+            ("karpenter.k8s.aws/instance-family", true),
+            ("capstan.dev/team", true),
+            ("kubernetes.io/test", false),
+            ("subdomain.k8s.io/test", false),
+            ("node.kubernetes.io/role", false),
+            ("example.com/team", false),
+            ("team", false),
+            ("notkarpenter.sh/x", false),
+        ] {
+            assert_eq!(is_restricted(key), want, "{key}");
+        }
+    }
 
     #[test]
     fn karpenter_keys_mean_the_capstan_keys() {

@@ -3,7 +3,7 @@
 //! Karpenter uses: each requirement is a set of allowed values, either listed or the complement
 //! of a list, optionally bounded by Gt/Lt, with an optional `minValues`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -553,6 +553,19 @@ impl Requirements {
         incoming: &Requirements,
         undefined: Undefined,
     ) -> Result<(), Incompatible> {
+        self.compatible_with(incoming, undefined, &BTreeSet::new())
+    }
+
+    /// As [`Requirements::compatible`], where `provided` names further keys the instance
+    /// types define (a catalog's own labels, which Karpenter's cloud providers register as
+    /// well-known): with [`Undefined::AllowWellKnown`], a template that does not mention
+    /// such a key meets any requirement on it, and the instance types decide.
+    pub fn compatible_with(
+        &self,
+        incoming: &Requirements,
+        undefined: Undefined,
+        provided: &BTreeSet<String>,
+    ) -> Result<(), Incompatible> {
         for r in &incoming.items {
             match self.get(&r.key) {
                 Some(existing) => {
@@ -573,7 +586,7 @@ impl Requirements {
                     let named_host = r.key == crate::labels::HOSTNAME && matches!(op, Operator::In);
                     let allowed = excludes
                         || (undefined == Undefined::AllowWellKnown
-                            && crate::labels::is_well_known(&r.key)
+                            && (crate::labels::is_well_known(&r.key) || provided.contains(&r.key))
                             && !named_host);
                     if !allowed {
                         return Err(Incompatible {
@@ -664,7 +677,14 @@ mod tests {
             let l = rs.node_labels(seed);
             assert_eq!(
                 l.keys().map(String::as_str).collect::<Vec<_>>(),
-                ["gen", "node.kubernetes.io/pool", "rack", "team", "tier"],
+                [
+                    "example.kubernetes.io/x",
+                    "gen",
+                    "node.kubernetes.io/pool",
+                    "rack",
+                    "team",
+                    "tier"
+                ],
                 "{seed}"
             );
             for (k, v) in &l {
@@ -800,6 +820,31 @@ mod tests {
                 .compatible(&pod, Undefined::AllowWellKnown)
                 .is_ok();
             assert_eq!(got, ok, "{op:?} {values:?}");
+        }
+    }
+
+    #[test]
+    fn a_template_leaves_keys_its_instance_types_define_to_the_types() {
+        let provided: BTreeSet<String> = ["size".to_string()].into();
+        // (incoming requirement, undefined policy, compatible with a template silent on it)
+        let cases = [
+            (req("size", In, &["large"]), Undefined::AllowWellKnown, true),
+            (req("size", Exists, &[]), Undefined::AllowWellKnown, true),
+            (req("size", In, &["large"]), Undefined::Deny, false),
+            (req("team", In, &["a"]), Undefined::AllowWellKnown, false),
+            (
+                req("team", DoesNotExist, &[]),
+                Undefined::AllowWellKnown,
+                true,
+            ),
+        ];
+        for (r, undefined, ok) in cases {
+            let mut pod = Requirements::new();
+            pod.add(r.clone());
+            let got = Requirements::new()
+                .compatible_with(&pod, undefined, &provided)
+                .is_ok();
+            assert_eq!(got, ok, "{r} {undefined:?}");
         }
     }
 

@@ -1,11 +1,18 @@
 //! Spot diversification: no more than a set share of one plan's spot capacity (by vCPU) in one
 //! pool (instance type × zone). Nodes whose cheapest offering is spot take, in price order, the
 //! first spot offering among their options whose pool still has room; when none has, the pool
-//! with the least spot capacity so far. A node with no spot offering stays on demand.
+//! with the least spot capacity so far. Only offerings within [`MAX_PREMIUM`] of the node's
+//! cheapest are considered: spreading is insurance against one pool's interruptions, not worth
+//! paying for a bigger or special machine (a GPU type at twice the price). A node with no spot
+//! offering stays on demand.
 
 use capstan_model::labels::CAPACITY_SPOT;
 use capstan_sched::{ChosenOffering, Plan, SolveInput};
 use std::collections::BTreeMap;
+
+/// How much more than its cheapest spot offering a node may cost to spread spot capacity:
+/// EC2's price-capacity-optimized allocation likewise chooses among the lowest-priced pools.
+pub const MAX_PREMIUM: f64 = 0.2;
 
 pub fn diversify(input: &SolveInput<'_>, plan: &mut Plan, max_share: f64) {
     let types = input.instance_types;
@@ -55,6 +62,8 @@ pub fn diversify(input: &SolveInput<'_>, plan: &mut Plan, max_share: f64) {
         let Some(first) = offers.first().cloned() else {
             continue;
         };
+        let ceiling = first.0 * (1.0 + MAX_PREMIUM);
+        offers.retain(|o| o.0 <= ceiling);
         let chosen = offers
             .iter()
             .find(|(_, t, z)| {

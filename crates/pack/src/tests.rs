@@ -7,6 +7,7 @@ use capstan_model::nodepool::NodePoolObject;
 use capstan_model::{Catalog, NodePool};
 use capstan_sched::Snapshot;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 
 fn catalog(names: &[&str]) -> Vec<InstanceType> {
     let mut c = Catalog::builtin();
@@ -408,6 +409,47 @@ fn spot_capacity_is_spread_over_pools() {
         "no pool over a quarter of the spot vCPU: {load:?}"
     );
     assert!(load.len() >= 4, "{load:?}");
+}
+
+#[test]
+fn spreading_spot_never_pays_more_than_the_premium_over_the_cheapest_offering() {
+    // Both types hold one pod each; r7i.large costs 31% more. Twenty nodes of spot capacity
+    // put all of it in m7i.large's two pools, far over a quarter each, yet none goes to the
+    // dearer type.
+    let types: Vec<InstanceType> = catalog(&["m7i.large", "r7i.large"])
+        .into_iter()
+        .map(|mut t| {
+            t.offerings
+                .retain(|o| o.zone == "us-east-1a" || o.zone == "us-east-1b");
+            let extra: Vec<Offering> = t
+                .offerings
+                .iter()
+                .map(|o| Offering {
+                    capacity_type: "spot".into(),
+                    price: o.price * 0.3,
+                    ..o.clone()
+                })
+                .collect();
+            t.offerings.extend(extra);
+            t
+        })
+        .collect();
+    let pods: Vec<Pod> = (0..20)
+        .map(|i| plain(&format!("p{i}"), 1500, 1024))
+        .collect();
+    let r = run(&pods, &types, &[spot_pool()], Strategy::Default);
+    assert_eq!(r.plan.new_claims.len(), 20, "one pod a node");
+    for c in &r.plan.new_claims {
+        assert_eq!(types[c.offering.instance_type].name, "m7i.large");
+        assert_eq!(c.offering.capacity_type, "spot");
+    }
+    let zones: BTreeSet<&str> = r
+        .plan
+        .new_claims
+        .iter()
+        .map(|c| c.offering.zone.as_str())
+        .collect();
+    assert_eq!(zones.len(), 2, "spread over both of its pools");
 }
 
 mod properties {

@@ -216,6 +216,9 @@ struct Solver<'a> {
     reserved_sum: Vec<Resources>,
     reserved_nodes: Vec<i64>,
     offerings: OfferingIndex,
+    /// Label keys the instance types define beyond the well-known ones (a catalog's own
+    /// labels): a NodePool that does not mention one leaves it to the types.
+    type_keys: BTreeSet<String>,
     min_cpu: i64,
     min_memory: i64,
     claim_seq: Vec<usize>,
@@ -454,6 +457,11 @@ impl<'a> Solver<'a> {
             .unwrap_or(0);
 
         let topo = Topology::new(universe(&input, &pool_types, &offerings));
+        let type_keys = types
+            .iter()
+            .flat_map(|t| t.requirements.iter().map(|r| r.key.clone()))
+            .filter(|k| !labels::is_well_known(k))
+            .collect();
         let mut s = Solver {
             open: (0..slots.len()).filter(|&i| !slots[i].closed).collect(),
             slots,
@@ -467,6 +475,7 @@ impl<'a> Solver<'a> {
             reserved_sum: vec![Resources::new(); pools.len()],
             reserved_nodes: vec![0; pools.len()],
             offerings,
+            type_keys,
             min_cpu,
             min_memory,
             claim_seq: vec![0; pools.len()],
@@ -715,7 +724,7 @@ impl<'a> Solver<'a> {
             .map(|p| {
                 untolerated(&p.taints, &pod.tolerations, !tolerate_prefer).is_none()
                     && p.requirements
-                        .compatible(reqs, Undefined::AllowWellKnown)
+                        .compatible_with(reqs, Undefined::AllowWellKnown, &self.type_keys)
                         .is_ok()
             })
             .collect();
@@ -855,7 +864,7 @@ impl<'a> Solver<'a> {
         }
         if !pod_reqs.is_empty() {
             slot.reqs
-                .compatible(pod_reqs, slot.undefined)
+                .compatible_with(pod_reqs, slot.undefined, &self.type_keys)
                 .map_err(Reject::Requirement)?;
         }
         if !is_new {
@@ -1090,9 +1099,9 @@ impl<'a> Solver<'a> {
                 untolerated(&pool.taints, &pod.tolerations, !tolerate_prefer)
             {
                 format!("untolerated taint {t}")
-            } else if let Err(e) = pool
-                .requirements
-                .compatible(reqs, Undefined::AllowWellKnown)
+            } else if let Err(e) =
+                pool.requirements
+                    .compatible_with(reqs, Undefined::AllowWellKnown, &self.type_keys)
             {
                 e.to_string()
             } else {

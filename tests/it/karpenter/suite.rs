@@ -1,7 +1,7 @@
 //! `pkg/controllers/provisioning/scheduling/suite_test.go`: the scheduling suite, over
 //! Karpenter's default fake instance types, a provisioning round at a time.
 
-use super::topology::{Session, default_types};
+use super::topology::{Session, default_types, fake_instance_types};
 use super::*;
 
 pub const SUITE: &str = "pkg/controllers/provisioning/scheduling/suite_test.go";
@@ -389,5 +389,730 @@ pub fn cases() -> Vec<Scenario> {
             )
         },
     );
+    constraints_and_logic(&mut out);
+    fallback_and_compatibility(&mut out);
+    binpacking(&mut out);
     out
+}
+
+/// Its Karpenter's suite has that `capstan plan` cannot be asked, with the reason.
+pub const NOT_RUN: &[(&str, &str)] = &[(
+    "should not schedule pods with nodePool which is not ready ",
+    "a NodePool's readiness is capstan's output (from its node class: the controller's \
+     NodeClassNotReady condition and Event, tested in controller::catalog), not an input a \
+     NodePool file can set",
+)];
+
+type Body = fn(&mut Session) -> Result<(), String>;
+
+fn add_to(out: &mut Vec<Scenario>, it: &'static str, types: fn() -> Vec<FakeType>, run: Body) {
+    out.push(Scenario {
+        file: SUITE,
+        it,
+        run: Box::new(move |dir: &PathBuf| run(&mut Session::new(dir, types()))),
+    });
+}
+
+fn five_fake() -> Vec<FakeType> {
+    fake_instance_types(5)
+}
+
+/// A pending pod with nothing set.
+fn bare(s: &mut Session) -> Value {
+    s.pod(json!({}), None, vec![], json!({}))
+}
+
+/// A pending pod with these container `resources` (requests and limits).
+fn sized(s: &mut Session, resources: Value) -> Value {
+    let mut p = bare(s);
+    p["spec"]["containers"][0]["resources"] = resources;
+    p
+}
+
+/// A pending pod with these required node-selector terms (ORed).
+fn terms(s: &mut Session, terms: Vec<Value>) -> Value {
+    let mut p = bare(s);
+    let terms: Vec<Value> = terms
+        .into_iter()
+        .map(|t| json!({ "matchExpressions": t }))
+        .collect();
+    p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+        json!({ "nodeSelectorTerms": terms });
+    p
+}
+
+/// Adds weighted preferred node-selector terms to a pod.
+fn prefer(mut p: Value, prefs: Vec<(i32, Value)>) -> Value {
+    let prefs: Vec<Value> = prefs
+        .into_iter()
+        .map(|(w, e)| json!({"weight": w, "preference": {"matchExpressions": e}}))
+        .collect();
+    p["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] =
+        json!(prefs);
+    p
+}
+
+fn selecting(s: &mut Session, selector: Value) -> Value {
+    one(s, selector, json!([]), json!([]))
+}
+
+fn requiring(s: &mut Session, reqs: Value) -> Value {
+    one(s, json!({}), reqs, json!([]))
+}
+
+/// The node a scheduled pod runs on, or an error naming the pod.
+fn node(s: &Session, pod: &str) -> Result<String, String> {
+    s.node_of(pod).ok_or(format!("{pod} not scheduled"))
+}
+
+fn no_label(s: &Session, pod: &str, key: &str, value: Option<&str>) -> Result<(), String> {
+    let n = node(s, pod)?;
+    let got = s.label_of(&n, key);
+    let bad = match value {
+        Some(v) => got.as_deref() == Some(v),
+        None => got.is_some(),
+    };
+    ensure(!bad, format!("node label {key}: {got:?}"))
+}
+
+/// Every listed pod scheduled, on `n` distinct nodes.
+fn on_distinct_nodes(s: &Session, pods: &[&str], n: usize) -> Result<(), String> {
+    let mut names = std::collections::BTreeSet::new();
+    for p in pods {
+        names.insert(node(s, p)?);
+    }
+    ensure(
+        names.len() == n,
+        format!("{} nodes for {pods:?}, Karpenter expects {n}", names.len()),
+    )
+}
+
+fn type_of(s: &Session, pod: &str) -> Result<String, String> {
+    let n = node(s, pod)?;
+    s.label_of(&n, ITYPE)
+        .ok_or("node has no instance type".into())
+}
+
+fn pool_with(reqs: Vec<Value>) -> Value {
+    pool(Some(reqs), json!({}))
+}
+
+fn test_key_pool() -> Value {
+    pool_with(vec![req("test-key", "In", &["test-value"])])
+}
+
+/// `Constraints Validation` and `Scheduling Logic` (lines 425–677; lines 678–1125 repeat
+/// `Well Known Labels`, `Constraints Validation` and `Scheduling Logic` It by It, and the Its
+/// whose names differ there run under both names).
+fn constraints_and_logic(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    add(
+        "should not schedule pods that have node selectors with restricted labels",
+        |s| {
+            // v1.RestrictedLabels: kubernetes.io/hostname.
+            let p = requiring(s, json!([req("kubernetes.io/hostname", "In", &["test"])]));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not schedule pods that have node selectors with restricted domains",
+        |s| {
+            // v1.RestrictedLabelDomains: karpenter.sh.
+            let p = requiring(s, json!([req("karpenter.sh/test", "In", &["test"])]));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    fn kubernetes_domains(s: &mut Session, prefix: &str) -> Result<(), String> {
+        let keys: Vec<String> = ["kubernetes.io", "k8s.io"]
+            .iter()
+            .map(|d| format!("{prefix}{d}/test"))
+            .collect();
+        let reqs = keys.iter().map(|k| req(k, "In", &["test-value"])).collect();
+        let np = pool_with(reqs);
+        for (i, k) in keys.iter().enumerate() {
+            let p = bare(s);
+            s.provision(std::slice::from_ref(&np), vec![p]);
+            scheduled_with(s, &format!("p{}", i + 1), &[(k, "test-value")])?;
+        }
+        Ok(())
+    }
+    add(
+        "should schedule pods that have node selectors with label in the kubernetes domains",
+        |s| kubernetes_domains(s, ""),
+    );
+    add(
+        "should schedule pods that have node selectors with label in kubernetes domains",
+        |s| kubernetes_domains(s, ""),
+    );
+    add(
+        "should schedule pods that have node selectors with label in subdomain from kubernetes domains",
+        |s| kubernetes_domains(s, "subdomain."),
+    );
+    add(
+        "should schedule pods that have node selectors with label in wellknown label list",
+        |s| {
+            let pods = vec![
+                selecting(s, json!({ZONE: "test-zone-1"})),
+                selecting(s, json!({ITYPE: "default-instance-type"})),
+                selecting(s, json!({"kubernetes.io/arch": "arm64"})),
+                selecting(s, json!({"kubernetes.io/os": "linux"})),
+                selecting(s, json!({CT: "spot"})),
+            ];
+            s.provision(&[pool(None, json!({}))], pods);
+            for i in 1..=5 {
+                node(s, &format!("p{i}"))?;
+            }
+            Ok(())
+        },
+    );
+    add(
+        "should not schedule pods that have node selectors with In operator and undefined key",
+        |s| {
+            let p = requiring(s, json!([req("test-key", "In", &["test-value"])]));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule pods that have node selectors with NotIn operator and undefined key",
+        |s| {
+            let p = requiring(s, json!([req("test-key", "NotIn", &["test-value"])]));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            no_label(s, "p1", "test-key", Some("test-value"))
+        },
+    );
+    add(
+        "should not schedule pods that have node selectors with Exists operator and undefined key",
+        |s| {
+            let p = requiring(s, json!([{"key": "test-key", "operator": "Exists"}]));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule pods that with DoesNotExists operator and undefined key",
+        |s| {
+            let p = requiring(s, json!([{"key": "test-key", "operator": "DoesNotExist"}]));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            no_label(s, "p1", "test-key", None)
+        },
+    );
+    add(
+        "should schedule unconstrained pods that don't have matching node selectors",
+        |s| {
+            let p = bare(s);
+            s.provision(&[test_key_pool()], vec![p]);
+            scheduled_with(s, "p1", &[("test-key", "test-value")])
+        },
+    );
+    add(
+        "should schedule pods that have node selectors with matching value and In operator",
+        |s| {
+            let p = requiring(s, json!([req("test-key", "In", &["test-value"])]));
+            s.provision(&[test_key_pool()], vec![p]);
+            scheduled_with(s, "p1", &[("test-key", "test-value")])
+        },
+    );
+    add(
+        "should not schedule pods that have node selectors with matching value and NotIn operator",
+        |s| {
+            let p = requiring(s, json!([req("test-key", "NotIn", &["test-value"])]));
+            s.provision(&[test_key_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule the pod with Exists operator and defined key",
+        |s| {
+            let p = requiring(s, json!([{"key": "test-key", "operator": "Exists"}]));
+            s.provision(&[test_key_pool()], vec![p]);
+            node(s, "p1").map(drop)
+        },
+    );
+    add(
+        "should not schedule the pod with DoesNotExists operator and defined key",
+        |s| {
+            let p = requiring(s, json!([{"key": "test-key", "operator": "DoesNotExist"}]));
+            s.provision(&[test_key_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not schedule pods that have node selectors with different value and In operator",
+        |s| {
+            let p = requiring(s, json!([req("test-key", "In", &["another-value"])]));
+            s.provision(&[test_key_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule pods that have node selectors with different value and NotIn operator",
+        |s| {
+            let p = requiring(s, json!([req("test-key", "NotIn", &["another-value"])]));
+            s.provision(&[test_key_pool()], vec![p]);
+            scheduled_with(s, "p1", &[("test-key", "test-value")])
+        },
+    );
+    fn two_values_pool() -> Value {
+        pool_with(vec![req(
+            "test-key",
+            "In",
+            &["test-value", "another-value"],
+        )])
+    }
+    add("should schedule compatible pods to the same node", |s| {
+        let a = requiring(s, json!([req("test-key", "In", &["test-value"])]));
+        let b = requiring(s, json!([req("test-key", "NotIn", &["another-value"])]));
+        s.provision(&[two_values_pool()], vec![a, b]);
+        scheduled_with(s, "p1", &[("test-key", "test-value")])?;
+        scheduled_with(s, "p2", &[("test-key", "test-value")])?;
+        on_distinct_nodes(s, &["p1", "p2"], 1)
+    });
+    add(
+        "should schedule incompatible pods to the different node",
+        |s| {
+            let a = requiring(s, json!([req("test-key", "In", &["test-value"])]));
+            let b = requiring(s, json!([req("test-key", "In", &["another-value"])]));
+            s.provision(&[two_values_pool()], vec![a, b]);
+            scheduled_with(s, "p1", &[("test-key", "test-value")])?;
+            scheduled_with(s, "p2", &[("test-key", "another-value")])?;
+            on_distinct_nodes(s, &["p1", "p2"], 2)
+        },
+    );
+    add(
+        "Exists operator should not overwrite the existing value",
+        |s| {
+            let p = requiring(
+                s,
+                json!([
+                    req(ZONE, "In", &["non-existent-zone"]),
+                    {"key": ZONE, "operator": "Exists"}
+                ]),
+            );
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+}
+
+/// `Preferential Fallback` and `Instance Type Compatibility` (lines 1126–1519).
+fn fallback_and_compatibility(out: &mut Vec<Scenario>) {
+    add_to(out, "should not relax the final term", default_types, |s| {
+        let p = terms(s, vec![json!([req(ZONE, "In", &["invalid"])])]);
+        let np = pool_with(vec![
+            req(ZONE, "In", &["test-zone-1"]),
+            req(ITYPE, "In", &["default-instance-type"]),
+        ]);
+        s.provision(&[np], vec![p]);
+        not_scheduled(s, "p1")
+    });
+    add_to(out, "should relax multiple terms", default_types, |s| {
+        let p = terms(
+            s,
+            vec![
+                json!([req(ZONE, "In", &["invalid"])]),
+                json!([req(ZONE, "In", &["invalid"])]),
+                json!([req(ZONE, "In", &["test-zone-1"])]),
+                json!([req(ZONE, "In", &["test-zone-2"])]),
+            ],
+        );
+        s.provision(&[pool(None, json!({}))], vec![p]);
+        scheduled_with(s, "p1", &[(ZONE, "test-zone-1")])
+    });
+    add_to(out, "should relax all terms", default_types, |s| {
+        let p = bare(s);
+        let p = prefer(
+            p,
+            vec![
+                (1, json!([req(ZONE, "In", &["invalid"])])),
+                (1, json!([req(ITYPE, "In", &["invalid"])])),
+            ],
+        );
+        s.provision(&[pool(None, json!({}))], vec![p]);
+        node(s, "p1").map(drop)
+    });
+    add_to(
+        out,
+        "should relax to use lighter weights",
+        default_types,
+        |s| {
+            let p = bare(s);
+            let p = prefer(
+                p,
+                vec![
+                    (100, json!([req(ITYPE, "In", &["test-zone-3"])])),
+                    (50, json!([req(ZONE, "In", &["test-zone-2"])])),
+                    (1, json!([req(ZONE, "In", &["test-zone-1"])])),
+                ],
+            );
+            let np = pool_with(vec![req(ZONE, "In", &["test-zone-1", "test-zone-2"])]);
+            s.provision(&[np], vec![p]);
+            scheduled_with(s, "p1", &[(ZONE, "test-zone-2")])
+        },
+    );
+    add_to(
+        out,
+        "should schedule even if preference is conflicting with requirement",
+        default_types,
+        |s| {
+            let p = terms(s, vec![json!([req(ZONE, "In", &["test-zone-3"])])]);
+            let p = prefer(p, vec![(1, json!([req(ZONE, "NotIn", &["test-zone-3"])]))]);
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            scheduled_with(s, "p1", &[(ZONE, "test-zone-3")])
+        },
+    );
+    add_to(
+        out,
+        "should schedule even if preference requirements are conflicting",
+        default_types,
+        |s| {
+            let p = one(
+                s,
+                json!({}),
+                json!([]),
+                json!([
+                    req(ZONE, "In", &["invalid"]),
+                    req(ZONE, "NotIn", &["invalid"])
+                ]),
+            );
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            node(s, "p1").map(drop)
+        },
+    );
+
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    fn both_archs() -> Value {
+        pool_with(vec![req("kubernetes.io/arch", "In", &["arm64", "amd64"])])
+    }
+    fn amd_only() -> Value {
+        pool_with(vec![req("kubernetes.io/arch", "In", &["amd64"])])
+    }
+    add(
+        "should not schedule if requesting more resources than any instance type has",
+        |s| {
+            let p = sized(s, json!({"requests": {"cpu": "512"}}));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should launch pods with different archs on different instances",
+        |s| {
+            let a = selecting(s, json!({"kubernetes.io/arch": "amd64"}));
+            let b = selecting(s, json!({"kubernetes.io/arch": "arm64"}));
+            s.provision(&[both_archs()], vec![a, b]);
+            on_distinct_nodes(s, &["p1", "p2"], 2)
+        },
+    );
+    add(
+        "should exclude instance types that are not supported by the pod constraints (node affinity/instance type)",
+        |s| {
+            let p = requiring(s, json!([req(ITYPE, "In", &["arm-instance-type"])]));
+            s.provision(&[amd_only()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should exclude instance types that are not supported by the pod constraints (node affinity/operating system)",
+        |s| {
+            let p = requiring(s, json!([req("kubernetes.io/os", "In", &["ios"])]));
+            s.provision(&[amd_only()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should exclude instance types that are not supported by the provider constraints (arch)",
+        |s| {
+            let p = sized(s, json!({"limits": {"cpu": "14"}}));
+            s.provision(&[amd_only()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should launch pods with different operating systems on different instances",
+        |s| {
+            let a = selecting(s, json!({"kubernetes.io/os": "linux"}));
+            let b = selecting(s, json!({"kubernetes.io/os": "windows"}));
+            s.provision(&[both_archs()], vec![a, b]);
+            on_distinct_nodes(s, &["p1", "p2"], 2)
+        },
+    );
+    add(
+        "should launch pods with different instance type node selectors on different instances",
+        |s| {
+            let a = selecting(
+                s,
+                json!({"beta.kubernetes.io/instance-type": "small-instance-type"}),
+            );
+            let b = selecting(s, json!({ITYPE: "default-instance-type"}));
+            s.provision(&[both_archs()], vec![a, b]);
+            on_distinct_nodes(s, &["p1", "p2"], 2)
+        },
+    );
+    add(
+        "should launch pods with different zone selectors on different instances",
+        |s| {
+            let a = selecting(s, json!({ZONE: "test-zone-1"}));
+            let b = selecting(s, json!({ZONE: "test-zone-2"}));
+            s.provision(&[both_archs()], vec![a, b]);
+            on_distinct_nodes(s, &["p1", "p2"], 2)
+        },
+    );
+    fn two_gpu_types() -> Vec<FakeType> {
+        let mut t = fake_instance_types(5);
+        t[0].extended = Some(("karpenter.sh/super-great-gpu", 25));
+        t[1].extended = Some(("karpenter.sh/even-better-gpu", 25));
+        t
+    }
+    add_to(
+        out,
+        "should launch pods with resources that aren't on any single instance type on different instances",
+        two_gpu_types,
+        |s| {
+            let a = sized(s, json!({"limits": {"karpenter.sh/super-great-gpu": "1"}}));
+            let b = sized(s, json!({"limits": {"karpenter.sh/even-better-gpu": "1"}}));
+            s.provision(&[pool(None, json!({}))], vec![a, b]);
+            on_distinct_nodes(s, &["p1", "p2"], 2)
+        },
+    );
+    add_to(
+        out,
+        "should fail to schedule a pod with resources requests that aren't on a single instance type",
+        two_gpu_types,
+        |s| {
+            let p = sized(
+                s,
+                json!({"limits": {"karpenter.sh/super-great-gpu": "1", "karpenter.sh/even-better-gpu": "1"}}),
+            );
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add_to(
+        out,
+        "should filter instance types that match labels",
+        five_fake,
+        |s| {
+            let a = selecting(s, json!({"size": "large"}));
+            let b = selecting(s, json!({"size": "small"}));
+            s.provision(&[pool(None, json!({}))], vec![a, b]);
+            scheduled_with(s, "p1", &[(ITYPE, "fake-it-4")])?;
+            scheduled_with(s, "p2", &[(ITYPE, "fake-it-0")])
+        },
+    );
+    add_to(
+        out,
+        "should not schedule with incompatible labels",
+        five_fake,
+        |s| {
+            let a = selecting(s, json!({"size": "large", ITYPE: "fake-it-0"}));
+            let b = selecting(s, json!({"size": "small", ITYPE: "fake-it-4"}));
+            s.provision(&[pool(None, json!({}))], vec![a, b]);
+            not_scheduled(s, "p1")?;
+            not_scheduled(s, "p2")
+        },
+    );
+    add_to(out, "should schedule optional labels", five_fake, |s| {
+        let p = requiring(s, json!([{"key": "special", "operator": "Exists"}]));
+        s.provision(&[pool(None, json!({}))], vec![p]);
+        ensure(
+            s.label_of(&node(s, "p1")?, "special").is_some(),
+            "node has the special label",
+        )?;
+        scheduled_with(s, "p1", &[(ITYPE, "fake-it-4")])
+    });
+    add_to(
+        out,
+        "should schedule without optional labels if disallowed",
+        five_fake,
+        |s| {
+            let p = requiring(s, json!([{"key": "special", "operator": "DoesNotExist"}]));
+            // test.NodePool(): no requirements at all.
+            s.provision(&[nodepool("default", vec![])], vec![p]);
+            no_label(s, "p1", "special", None)
+        },
+    );
+}
+
+/// `n` pods with these container resources and node selector.
+fn many(s: &mut Session, n: usize, selector: Value, resources: Value) -> Vec<Value> {
+    (0..n)
+        .map(|_| {
+            let mut p = selecting(s, selector.clone());
+            p["spec"]["containers"][0]["resources"] = resources.clone();
+            p
+        })
+        .collect()
+}
+
+/// Every pod `p1`..`pn` scheduled on `itype`, on `nodes` nodes.
+fn all_on(s: &Session, n: usize, itype: &str, nodes: usize) -> Result<(), String> {
+    let names: Vec<String> = (1..=n).map(|i| format!("p{i}")).collect();
+    for p in &names {
+        let t = type_of(s, p)?;
+        ensure(t == itype, format!("{p} on {t}, Karpenter expects {itype}"))?;
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    on_distinct_nodes(s, &refs, nodes)
+}
+
+/// Three types whose sizes and prices do not correlate, one on-demand offering each.
+fn uncorrelated_prices() -> Vec<FakeType> {
+    [
+        ("medium", 2.0, 3.0),
+        ("small", 1.0, 2.0),
+        ("large", 4.0, 1.0),
+    ]
+    .into_iter()
+    .map(|(name, size, price)| {
+        FakeType::new(name, "amd64", size, size).offering("on-demand", "test-zone-1a", price)
+    })
+    .collect()
+}
+
+/// `Binpacking` (lines 1521–1828).
+fn binpacking(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    add(
+        "should schedule a small pod on the smallest instance",
+        |s| {
+            let p = sized(s, json!({"requests": {"memory": "100M"}}));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            all_on(s, 1, "small-instance-type", 1)
+        },
+    );
+    add(
+        "should schedule a small pod on the smallest possible instance type",
+        |s| {
+            let p = sized(s, json!({"requests": {"memory": "2000M"}}));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            all_on(s, 1, "small-instance-type", 1)
+        },
+    );
+    add("should take pod runtime class into consideration", |s| {
+        // The API server's RuntimeClass admission copies the class's 2-CPU overhead into
+        // the pod's spec.overhead, which is what a recorded pod (and capstan) has.
+        let mut p = sized(s, json!({"requests": {"cpu": "1"}}));
+        p["spec"]["runtimeClassName"] = json!("my-runtime-class");
+        p["spec"]["overhead"] = json!({"cpu": "2"});
+        s.provision(&[pool(None, json!({}))], vec![p]);
+        all_on(s, 1, "default-instance-type", 1)
+    });
+    add(
+        "should schedule multiple small pods on the smallest possible instance type",
+        |s| {
+            let pods = many(s, 5, json!({}), json!({"requests": {"memory": "10M"}}));
+            s.provision(&[pool(None, json!({}))], pods);
+            all_on(s, 5, "small-instance-type", 1)
+        },
+    );
+    add("should create new nodes when a node is at capacity", |s| {
+        let pods = many(
+            s,
+            40,
+            json!({"kubernetes.io/arch": "amd64"}),
+            json!({"requests": {"memory": "1.8G"}}),
+        );
+        s.provision(&[pool(None, json!({}))], pods);
+        all_on(s, 40, "default-instance-type", 20)
+    });
+    add("should pack small and large pods together", |s| {
+        let mut pods = many(
+            s,
+            40,
+            json!({"kubernetes.io/arch": "amd64"}),
+            json!({"requests": {"memory": "1.8G"}}),
+        );
+        pods.extend(many(
+            s,
+            20,
+            json!({"kubernetes.io/arch": "amd64"}),
+            json!({"requests": {"memory": "400M"}}),
+        ));
+        s.provision(&[pool(None, json!({}))], pods);
+        all_on(s, 60, "default-instance-type", 20)
+    });
+    add_to(out, "should pack nodes tightly", five_fake, |s| {
+        let a = sized(s, json!({"requests": {"cpu": "4.5"}}));
+        let b = sized(s, json!({"requests": {"cpu": "1"}}));
+        s.provision(&[pool(None, json!({}))], vec![a, b]);
+        on_distinct_nodes(s, &["p1", "p2"], 2)?;
+        let (ta, tb) = (type_of(s, "p1")?, type_of(s, "p2")?);
+        ensure(ta != tb, format!("both pods on {ta}"))
+    });
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    add("should handle zero-quantity resource requests", |s| {
+        let p = sized(
+            s,
+            json!({"requests": {"foo.com/weird-resources": "0"}, "limits": {"foo.com/weird-resources": "0"}}),
+        );
+        s.provision(&[pool(None, json!({}))], vec![p]);
+        node(s, "p1").map(drop)
+    });
+    add(
+        "should not schedule pods that exceed every instance type's capacity",
+        |s| {
+            let p = sized(s, json!({"requests": {"memory": "2Ti"}}));
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should create new nodes when a node is at capacity due to pod limits per node",
+        |s| {
+            let pods = many(
+                s,
+                25,
+                json!({"kubernetes.io/arch": "amd64"}),
+                json!({"requests": {"memory": "1m", "cpu": "1m"}}),
+            );
+            s.provision(&[pool(None, json!({}))], pods);
+            all_on(s, 25, "small-instance-type", 5)
+        },
+    );
+    fn with_init(s: &mut Session, init_memory: &str) -> Value {
+        let mut p = sized(s, json!({"requests": {"memory": "1Gi", "cpu": "1"}}));
+        p["spec"]["initContainers"] = json!([{"name": "init", "image": "pause",
+            "resources": {"requests": {"memory": init_memory, "cpu": "2"}}}]);
+        p
+    }
+    add(
+        "should take into account initContainer resource requests when binpacking",
+        |s| {
+            let p = with_init(s, "1Gi");
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            all_on(s, 1, "default-instance-type", 1)
+        },
+    );
+    add(
+        "should not schedule pods when initContainer resource requests are greater than available instance types",
+        |s| {
+            let p = with_init(s, "1Ti");
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add_to(
+        out,
+        "should select for valid instance types, regardless of price",
+        uncorrelated_prices,
+        |s| {
+            let p = sized(s, json!({"limits": {"cpu": "1m", "memory": "1Mi"}}));
+            let o = s.provision(&[pool(None, json!({}))], vec![p]);
+            all_on(s, 1, "large", 1)?;
+            let mut options: Vec<&str> = o.claims()[0]["instance_type_options"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            options.sort_unstable();
+            ensure(
+                options == ["large", "medium", "small"],
+                format!("the claim's types: {options:?}, Karpenter passes all three"),
+            )
+        },
+    );
 }

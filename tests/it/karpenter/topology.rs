@@ -8,14 +8,7 @@ pub const TOPOLOGY: &str = "pkg/controllers/provisioning/scheduling/topology_tes
 
 /// Karpenter's fake cloud provider's instance types when a test sets none.
 pub fn default_types() -> Vec<FakeType> {
-    let five = |t: FakeType| {
-        let p = fake_price(t.cpu, t.mem_gib) + if t.gpu { 1.0 } else { 0.0 };
-        t.offering("spot", "test-zone-1", p)
-            .offering("spot", "test-zone-2", p)
-            .offering("on-demand", "test-zone-1", p)
-            .offering("on-demand", "test-zone-2", p)
-            .offering("on-demand", "test-zone-3", p)
-    };
+    let five = default_offerings;
     let mut gpu_a = FakeType::new("gpu-vendor-instance-type", "amd64", 4.0, 4.0);
     gpu_a.extended = Some(("fake.com/vendor-a", 2));
     gpu_a.gpu = true;
@@ -32,6 +25,33 @@ pub fn default_types() -> Vec<FakeType> {
         five(FakeType::new("arm-instance-type", "arm64", 16.0, 128.0)),
         five(single),
     ]
+}
+
+/// `fake.NewInstanceType`'s offerings when a test gives none: spot in zones 1 and 2,
+/// on-demand in all three, at the fake price.
+pub fn default_offerings(t: FakeType) -> FakeType {
+    let p = fake_price(t.cpu, t.mem_gib) + if t.gpu { 1.0 } else { 0.0 };
+    t.offering("spot", "test-zone-1", p)
+        .offering("spot", "test-zone-2", p)
+        .offering("on-demand", "test-zone-1", p)
+        .offering("on-demand", "test-zone-2", p)
+        .offering("on-demand", "test-zone-3", p)
+}
+
+/// `fake.InstanceTypes(n)`: `fake-it-i` with i+1 CPUs, 2(i+1) GiB and 10(i+1) pods.
+pub fn fake_instance_types(n: usize) -> Vec<FakeType> {
+    (0..n)
+        .map(|i| {
+            let mut t = FakeType::new(
+                &format!("fake-it-{i}"),
+                "amd64",
+                (i + 1) as f64,
+                2.0 * (i + 1) as f64,
+            );
+            t.pods = 10 * (i as i64 + 1);
+            default_offerings(t)
+        })
+        .collect()
 }
 
 /// The suite's BeforeEach NodePool: any capacity type.
