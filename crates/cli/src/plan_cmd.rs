@@ -120,8 +120,14 @@ pub fn read_cluster(
             // Karpenter: without its ephemeral and startup taints.
             let claim = capstan_model::NodeClaim::from_object(&nc, 0.0)
                 .map_err(|e| InputError(format!("{path}: nodeclaim {}: {e}", nc.metadata.name)))?;
+            // Initialized: the claim's condition, or the node's `karpenter.sh/initialized`
+            // label (which Karpenter's scheduler reads).
             if !claim.status.initialized() && !claim.deleting() {
-                if let Some(n) = snap.nodes.iter_mut().find(|n| &n.name == node) {
+                if let Some(n) = snap
+                    .nodes
+                    .iter_mut()
+                    .find(|n| &n.name == node && !n.labelled_initialized())
+                {
                     *n = n.before_initialization(&claim.startup_taints, &claim.status.allocatable);
                 }
             }

@@ -42,10 +42,12 @@ pub struct Node {
 pub const DEFAULT_MAX_PODS: i64 = 110;
 
 /// Taints a node carries while it comes up, by key and effect: the node lifecycle
-/// controller's not-ready and unreachable, the external cloud provider's uninitialized, and
-/// Karpenter's unregistered (Karpenter's `KnownEphemeralTaints`).
-pub const EPHEMERAL_TAINTS: [(&str, Effect); 4] = [
+/// controller's not-ready (both effects) and unreachable, the external cloud provider's
+/// uninitialized, and Karpenter's unregistered (Karpenter's `KnownEphemeralTaints`); and any
+/// with a key under [`EPHEMERAL_TAINT_PREFIXES`].
+pub const EPHEMERAL_TAINTS: [(&str, Effect); 5] = [
     ("node.kubernetes.io/not-ready", Effect::NoSchedule),
+    ("node.kubernetes.io/not-ready", Effect::NoExecute),
     ("node.kubernetes.io/unreachable", Effect::NoSchedule),
     (
         "node.cloudprovider.kubernetes.io/uninitialized",
@@ -53,6 +55,11 @@ pub const EPHEMERAL_TAINTS: [(&str, Effect); 4] = [
     ),
     (crate::labels::UNREGISTERED_TAINT, Effect::NoExecute),
 ];
+
+/// Key prefixes of taint families a controller adds while a node comes up: the Node
+/// Readiness Controller's `readiness.k8s.io/<rule>` (Karpenter's
+/// `KnownEphemeralTaintKeyPrefixes`).
+pub const EPHEMERAL_TAINT_PREFIXES: [&str; 1] = ["readiness.k8s.io/"];
 
 impl Node {
     /// The node as the provisioner's scheduler sees it while it is not initialized: without
@@ -72,6 +79,9 @@ impl Node {
             !EPHEMERAL_TAINTS
                 .iter()
                 .any(|(k, e)| t.key == *k && t.effect == *e)
+                && !EPHEMERAL_TAINT_PREFIXES
+                    .iter()
+                    .any(|p| t.key.starts_with(p))
                 && !startup
                     .iter()
                     .any(|s| s.key == t.key && s.value == t.value && s.effect == t.effect)
@@ -871,6 +881,14 @@ mod tests {
             ),
             (
                 t("node.kubernetes.io/not-ready", "", Effect::NoExecute),
+                false,
+            ),
+            (
+                t("readiness.k8s.io/network-ready", "", Effect::NoSchedule),
+                false,
+            ),
+            (
+                t("node.kubernetes.io/unreachable", "", Effect::NoExecute),
                 true,
             ),
             (

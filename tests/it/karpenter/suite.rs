@@ -1,7 +1,7 @@
 //! `pkg/controllers/provisioning/scheduling/suite_test.go`: the scheduling suite, over
 //! Karpenter's default fake instance types, a provisioning round at a time.
 
-use super::topology::{Session, default_types, fake_instance_types};
+use super::topology::{Session, default_types, expect_skew, fake_instance_types, spread};
 use super::*;
 
 pub const SUITE: &str = "pkg/controllers/provisioning/scheduling/suite_test.go";
@@ -392,6 +392,8 @@ pub fn cases() -> Vec<Scenario> {
     constraints_and_logic(&mut out);
     fallback_and_compatibility(&mut out);
     binpacking(&mut out);
+    in_flight(&mut out);
+    in_flight_taints(&mut out);
     out
 }
 
@@ -1113,6 +1115,293 @@ fn binpacking(out: &mut Vec<Scenario>) {
                 options == ["large", "medium", "small"],
                 format!("the claim's types: {options:?}, Karpenter passes all three"),
             )
+        },
+    );
+}
+
+fn cpu_limit(s: &mut Session, cpu: &str) -> Value {
+    sized(s, json!({"limits": {"cpu": cpu}}))
+}
+
+fn zone_pod(s: &mut Session, zones: &[&str]) -> Value {
+    let mut p = cpu_limit(s, "10m");
+    p["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{"matchExpressions": [req(ZONE, "In", zones)]}]}}});
+    p
+}
+
+/// Pods labelled `test: test` with a DoNotSchedule spread of skew 1 over `key`.
+fn spread_pods(s: &mut Session, n: usize, key: &str) -> Vec<Value> {
+    s.pods(n, json!({"test": "test"}), None, vec![spread(key, 1, true)])
+}
+
+/// `In-Flight Nodes` up to its `Taints` context (lines 1829–2016). capstan's round makes its
+/// claims Ready nodes, so Karpenter's in-flight nodes are existing nodes here.
+fn in_flight(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    add(
+        "should not launch a second node if there is an in-flight node that can support the pod",
+        |s| {
+            let a = cpu_limit(s, "10m");
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            let b = cpu_limit(s, "10m");
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            on_distinct_nodes(s, &["p1", "p2"], 1)
+        },
+    );
+    add(
+        "should not launch a second node if there is an in-flight node that can support the pod (node selectors)",
+        |s| {
+            let np = pool(None, json!({}));
+            let a = zone_pod(s, &["test-zone-2"]);
+            s.provision(std::slice::from_ref(&np), vec![a]);
+            let b = zone_pod(s, &["test-zone-1", "test-zone-2"]);
+            s.provision(std::slice::from_ref(&np), vec![b]);
+            on_distinct_nodes(s, &["p1", "p2"], 1)?;
+            let c = zone_pod(s, &["test-zone-1", "test-zone-3"]);
+            s.provision(std::slice::from_ref(&np), vec![c]);
+            on_distinct_nodes(s, &["p1", "p3"], 2)
+        },
+    );
+    add(
+        "should launch a second node if a pod won't fit on the existingNodes node",
+        |s| {
+            let a = cpu_limit(s, "1001m");
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            let b = cpu_limit(s, "1");
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            on_distinct_nodes(s, &["p1", "p2"], 2)
+        },
+    );
+    add(
+        "should launch a second node if a pod isn't compatible with the existingNodes node (node selector)",
+        |s| {
+            let a = cpu_limit(s, "10m");
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            let b = selecting(s, json!({"kubernetes.io/arch": "arm64"}));
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            on_distinct_nodes(s, &["p1", "p2"], 2)
+        },
+    );
+    add(
+        "should launch a second node if an in-flight node is terminating",
+        |s| {
+            let a = cpu_limit(s, "10m");
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            // The NodeClaim and its node are deleted (their finalizers cleared).
+            let gone = node(s, "p1")?;
+            s.nodes.retain(|n| n["metadata"]["name"] != gone.as_str());
+            s.delete("p1");
+            let b = cpu_limit(s, "10m");
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            let n2 = node(s, "p2")?;
+            ensure(n2 != gone, "p2 on the deleted node")
+        },
+    );
+    add(
+        "should balance pods across zones with in-flight nodes",
+        |s| {
+            let np = pool(None, json!({}));
+            let first = spread_pods(s, 4, ZONE);
+            s.provision(std::slice::from_ref(&np), first);
+            expect_skew(s, ZONE, Some(("test", "test")), &[1, 1, 2])?;
+            let nodes = s.nodes.len();
+            let more = spread_pods(s, 5, ZONE);
+            s.provision(std::slice::from_ref(&np), more);
+            expect_skew(s, ZONE, Some(("test", "test")), &[3, 3, 3])?;
+            ensure(
+                s.nodes.len() == nodes,
+                format!(
+                    "{} nodes after the second round, {nodes} before",
+                    s.nodes.len()
+                ),
+            )
+        },
+    );
+    add(
+        "should balance pods across hostnames with in-flight nodes",
+        |s| {
+            let np = pool(None, json!({}));
+            let first = spread_pods(s, 4, "kubernetes.io/hostname");
+            s.provision(std::slice::from_ref(&np), first);
+            expect_skew(
+                s,
+                "kubernetes.io/hostname",
+                Some(("test", "test")),
+                &[1, 1, 1, 1],
+            )?;
+            let more = spread_pods(s, 5, "kubernetes.io/hostname");
+            s.provision(std::slice::from_ref(&np), more);
+            expect_skew(s, "kubernetes.io/hostname", Some(("test", "test")), &[1; 9])
+        },
+    );
+}
+
+/// Gives a node of the session its NodeClaim (registered; initialized or not), with the
+/// NodePool's startup taints, as Karpenter's state has for the nodes it launched.
+fn claim_node(s: &mut Session, node: &str, startup: Value, initialized: bool) {
+    let mut conditions = vec![
+        json!({"type": "Launched", "status": "True", "reason": "Launched", "lastTransitionTime": "2026-12-01T10:00:00Z"}),
+        json!({"type": "Registered", "status": "True", "reason": "Registered", "lastTransitionTime": "2026-12-01T10:00:30Z"}),
+    ];
+    if initialized {
+        conditions.push(json!({"type": "Initialized", "status": "True", "reason": "Initialized", "lastTransitionTime": "2026-12-01T10:01:00Z"}));
+    }
+    s.extra.push(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": format!("claim-{node}"), "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [], "startupTaints": startup},
+        "status": {"nodeName": node, "conditions": conditions}}));
+}
+
+fn node_mut<'a>(s: &'a mut Session, name: &str) -> &'a mut Value {
+    s.nodes
+        .iter_mut()
+        .find(|n| n["metadata"]["name"] == name)
+        .expect("the node exists")
+}
+
+fn taint_node(s: &mut Session, name: &str, taints: Value) {
+    node_mut(s, name)["spec"]["taints"] = taints;
+}
+
+/// The node's `karpenter.sh/initialized: "true"` label.
+fn label_initialized(s: &mut Session, name: &str) {
+    node_mut(s, name)["metadata"]["labels"]["karpenter.sh/initialized"] = json!("true");
+}
+
+fn custom_startup_taint() -> Value {
+    json!({"key": "foo.com/taint", "value": "tainted", "effect": "NoSchedule"})
+}
+
+/// `In-Flight Nodes`, `Taints` (lines 2017–2201).
+fn in_flight_taints(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    add(
+        "should assume pod will schedule to a tainted node with no taints",
+        |s| {
+            let a = cpu_limit(s, "8");
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            let n1 = node(s, "p1")?;
+            s.delete("p1");
+            taint_node(s, &n1, json!([]));
+            let b = bare(s);
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            ensure(node(s, "p2")? == n1, "p2 on the first node")
+        },
+    );
+    add(
+        "should assume pod will schedule to a node with ephemeral taint node.kubernetes.io/not-ready:NoExecute when the node is uninitialized",
+        |s| {
+            let a = bare(s);
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            let n1 = node(s, "p1")?;
+            s.delete("p1");
+            claim_node(s, &n1, json!([]), false);
+            taint_node(
+                s,
+                &n1,
+                json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]),
+            );
+            let b = bare(s);
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            ensure(node(s, "p2")? == n1, "p2 on the uninitialized node")?;
+            s.delete("p2");
+            label_initialized(s, &n1);
+            let c = bare(s);
+            s.provision(&[pool(None, json!({}))], vec![c]);
+            ensure(
+                node(s, "p3")? != n1,
+                "p3 not on the initialized, tainted node",
+            )
+        },
+    );
+    add(
+        "should not assume pod will schedule to a tainted node",
+        |s| {
+            let a = cpu_limit(s, "8");
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            let n1 = node(s, "p1")?;
+            claim_node(s, &n1, json!([]), true);
+            label_initialized(s, &n1);
+            s.delete("p1");
+            taint_node(
+                s,
+                &n1,
+                json!([{"key": "foo.com/taint", "value": "tainted", "effect": "NoSchedule"}]),
+            );
+            let b = bare(s);
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            ensure(node(s, "p2")? != n1, "p2 not on the tainted node")
+        },
+    );
+    fn startup_pool() -> Value {
+        let mut p = pool(None, json!({}));
+        p["spec"]["template"]["spec"]["startupTaints"] = json!([custom_startup_taint()]);
+        p
+    }
+    add(
+        "should assume pod will schedule to a tainted node with a custom startup taint",
+        |s| {
+            let a = cpu_limit(s, "8");
+            s.provision(&[startup_pool()], vec![a]);
+            let n1 = node(s, "p1")?;
+            s.delete("p1");
+            // Karpenter's node: the startup taint and the not-ready one.
+            claim_node(s, &n1, json!([custom_startup_taint()]), false);
+            taint_node(
+                s,
+                &n1,
+                json!([custom_startup_taint(), {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+            );
+            let b = bare(s);
+            s.provision(&[startup_pool()], vec![b]);
+            ensure(node(s, "p2")? == n1, "p2 on the node still coming up")
+        },
+    );
+    add(
+        "should not assume pod will schedule to a node with startup taints after initialization",
+        |s| {
+            let startup =
+                json!({"key": "ignore-me", "value": "nothing-to-see-here", "effect": "NoSchedule"});
+            let mut np = pool(None, json!({}));
+            np["spec"]["template"]["spec"]["startupTaints"] = json!([startup.clone()]);
+            let a = bare(s);
+            s.provision(std::slice::from_ref(&np), vec![a]);
+            let n1 = node(s, "p1")?;
+            s.delete("p1");
+            claim_node(s, &n1, json!([startup.clone()]), true);
+            label_initialized(s, &n1);
+            taint_node(s, &n1, json!([startup]));
+            node_mut(s, &n1)["status"]["capacity"] = json!({"pods": "10"});
+            let b = bare(s);
+            s.provision(std::slice::from_ref(&np), vec![b]);
+            ensure(
+                node(s, "p2")? != n1,
+                "p2 not on the node whose startup taint came back",
+            )
+        },
+    );
+    add(
+        "should consider a tainted NotReady node as in-flight even if initialized",
+        |s| {
+            let a = sized(s, json!({"requests": {"cpu": "10m"}}));
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            let n1 = node(s, "p1")?;
+            claim_node(s, &n1, json!([]), false);
+            label_initialized(s, &n1);
+            taint_node(
+                s,
+                &n1,
+                json!([
+                    {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                    {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+                    {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
+                ]),
+            );
+            let b = sized(s, json!({"requests": {"cpu": "10m"}}));
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            ensure(node(s, "p2")? == n1, "p2 on the NotReady node")
         },
     );
 }

@@ -70,7 +70,7 @@ fn labelled(name: &str, requirements: Vec<Value>, labels: Value) -> Value {
     p
 }
 
-fn spread(key: &str, max_skew: i32, selector: bool) -> Value {
+pub fn spread(key: &str, max_skew: i32, selector: bool) -> Value {
     spread_when(key, max_skew, selector, "DoNotSchedule")
 }
 
@@ -297,7 +297,7 @@ impl Session {
     }
 }
 
-fn expect_skew(
+pub fn expect_skew(
     s: &Session,
     key: &str,
     selector: Option<(&str, &str)>,
