@@ -394,6 +394,8 @@ pub fn cases() -> Vec<Scenario> {
     binpacking(&mut out);
     in_flight(&mut out);
     in_flight_taints(&mut out);
+    in_flight_rest(&mut out);
+    existing_nodes(&mut out);
     out
 }
 
@@ -1402,6 +1404,171 @@ fn in_flight_taints(out: &mut Vec<Scenario>) {
             let b = sized(s, json!({"requests": {"cpu": "10m"}}));
             s.provision(&[pool(None, json!({}))], vec![b]);
             ensure(node(s, "p2")? == n1, "p2 on the NotReady node")
+        },
+    );
+}
+
+/// One type, `medium`: 4.25 CPUs (4.15 allocatable) and 4 pods.
+fn medium_four_pods() -> Vec<FakeType> {
+    let mut t = FakeType::new("medium", "amd64", 4.25, 4.0);
+    t.pods = 4;
+    vec![super::topology::default_offerings(t)]
+}
+
+/// The rest of `In-Flight Nodes` (lines 2492–2605), its `Daemonsets` context left for later.
+fn in_flight_rest(out: &mut Vec<Scenario>) {
+    add_to(
+        out,
+        "should pack in-flight nodes before launching new nodes",
+        medium_four_pods,
+        |s| {
+            // Karpenter draws ten batch sizes from 0 to 9 at random; these are fixed.
+            for n in [3, 7, 1, 9, 0, 5, 2, 8, 4, 6] {
+                let pods = many(s, n, json!({}), json!({"limits": {"cpu": "1"}}));
+                s.provision(&[pool(None, json!({}))], pods);
+            }
+            // Nodes with a CPU or more free: at most the last one.
+            let mut free = 0;
+            for n in &s.nodes {
+                let name = n["metadata"]["name"].as_str().unwrap();
+                let used = s
+                    .bound
+                    .iter()
+                    .filter(|p| p["spec"]["nodeName"] == name)
+                    .count() as i64;
+                if 4150 - 1000 * used >= 1000 {
+                    free += 1;
+                }
+            }
+            ensure(free <= 1, format!("{free} nodes with a CPU free"))
+        },
+    );
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    add(
+        "should not launch a second node if there is an in-flight node that can support the pod (#2011)",
+        |s| {
+            let p = cpu_limit(s, "10m");
+            s.provision(&[pool(None, json!({}))], vec![p.clone()]);
+            ensure(s.nodes.len() == 1, "one node")?;
+            // Not bound (ExpectProvisionedNoBinding): the pod is pending again.
+            s.delete("p1");
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            ensure(
+                s.nodes.len() == 1,
+                format!("{} nodes after the second round", s.nodes.len()),
+            )
+        },
+    );
+    add(
+        "should schedule pods with the same host port to different nodes",
+        |s| {
+            let mut pods = vec![bare(s), bare(s)];
+            for p in &mut pods {
+                p["spec"]["containers"][0]["ports"] =
+                    json!([{"containerPort": 8080, "hostPort": 8080}]);
+            }
+            s.provision(&[pool(None, json!({}))], pods);
+            on_distinct_nodes(s, &["p1", "p2"], 2)
+        },
+    );
+}
+
+/// A node no NodeClaim made (`test.Node`), with this allocatable.
+fn unowned_node(s: &mut Session, name: &str, allocatable: Value) {
+    s.node(name, json!({"kubernetes.io/hostname": name}), allocatable);
+}
+
+/// `Existing Nodes` (lines 2606–2727), its `Daemonsets` context left for later.
+fn existing_nodes(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    add(
+        "should schedule a pod to an existing node unowned by Karpenter",
+        |s| {
+            unowned_node(
+                s,
+                "existing",
+                json!({"cpu": "10", "memory": "10Gi", "pods": "110"}),
+            );
+            let p = sized(
+                s,
+                json!({"requests": {"cpu": "10m"}, "limits": {"cpu": "10m"}}),
+            );
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            ensure(node(s, "p1")? == "existing", "p1 on the existing node")
+        },
+    );
+    add(
+        "should schedule multiple pods to an existing node unowned by Karpenter",
+        |s| {
+            unowned_node(
+                s,
+                "existing",
+                json!({"cpu": "10", "memory": "100Gi", "pods": "110"}),
+            );
+            let pods = many(
+                s,
+                100,
+                json!({}),
+                json!({"requests": {"cpu": "10m"}, "limits": {"cpu": "10m"}}),
+            );
+            s.provision(&[pool(None, json!({}))], pods);
+            for i in 1..=100 {
+                let p = format!("p{i}");
+                ensure(
+                    node(s, &p)? == "existing",
+                    format!("{p} on the existing node"),
+                )?;
+            }
+            Ok(())
+        },
+    );
+    add(
+        "should order initialized nodes for scheduling uninitialized nodes",
+        |s| {
+            // A hundred nodes Karpenter launched (the fake cloud's cheapest type), one of them
+            // initialized (Karpenter picks it at random; here the 43rd).
+            let elem = 42;
+            for i in 0..100 {
+                let name = format!("launched-{i}");
+                s.node(
+                    &name,
+                    json!({"kubernetes.io/hostname": name, "karpenter.sh/nodepool": "default",
+                        ZONE: "test-zone-1", CT: "spot", ITYPE: "small-instance-type",
+                        "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}),
+                    json!({"cpu": "1900m", "memory": "2038Mi", "pods": "5"}),
+                );
+                claim_node(s, &name, json!([]), i == elem);
+                if i == elem {
+                    label_initialized(s, &name);
+                }
+            }
+            let p = bare(s);
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            let want = format!("launched-{elem}");
+            let got = node(s, "p1")?;
+            ensure(
+                got == want,
+                format!("p1 on {got}, Karpenter expects {want}"),
+            )
+        },
+    );
+    add(
+        "should consider a pod incompatible with an existing node but compatible with NodePool",
+        |s| {
+            unowned_node(
+                s,
+                "existing",
+                json!({"cpu": "10", "memory": "10Gi", "pods": "110"}),
+            );
+            claim_node(s, "existing", json!([]), true);
+            label_initialized(s, "existing");
+            let p = requiring(s, json!([req(ZONE, "In", &["test-zone-1"])]));
+            // No NodePool yet: nothing can take the pod.
+            s.provision(&[], vec![p.clone()]);
+            not_scheduled(s, "p1")?;
+            let o = s.provision(&[pool(None, json!({}))], vec![p]);
+            let n = node(s, "p1").map_err(|e| format!("{e}: {}", o.plan["unschedulable"]))?;
+            ensure(n != "existing", "p1 on a new node")
         },
     );
 }
