@@ -396,6 +396,7 @@ pub fn cases() -> Vec<Scenario> {
     in_flight_taints(&mut out);
     in_flight_rest(&mut out);
     existing_nodes(&mut out);
+    daemonsets(&mut out);
     out
 }
 
@@ -1569,6 +1570,131 @@ fn existing_nodes(out: &mut Vec<Scenario>) {
             let o = s.provision(&[pool(None, json!({}))], vec![p]);
             let n = node(s, "p1").map_err(|e| format!("{e}: {}", o.plan["unschedulable"]))?;
             ensure(n != "existing", "p1 on a new node")
+        },
+    );
+}
+
+/// A DaemonSet (`test.DaemonSet`) whose pods request `requests`, with `spec` merged into its
+/// pod template's spec (node selector, affinity).
+fn daemonset(s: &mut Session, name: &str, requests: Value, spec: Value) -> Value {
+    let mut pod_spec = json!({"containers": [{"name": "c", "image": "pause",
+        "resources": {"requests": requests}}]});
+    for (k, v) in spec.as_object().into_iter().flatten() {
+        pod_spec[k] = v.clone();
+    }
+    let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-ds-{name}")},
+        "spec": {"selector": {"matchLabels": {"ds": name}},
+            "template": {"metadata": {"labels": {"ds": name}}, "spec": pod_spec}}});
+    s.extra.push(ds.clone());
+    ds
+}
+
+/// A pod of the DaemonSet `ds` with these requests, bound to `node` (`ExpectManualBinding`).
+fn bind_daemon_pod(s: &mut Session, ds: &Value, requests: Value, node: &str) {
+    let mut p = sized(s, json!({ "requests": requests }));
+    let name = ds["metadata"]["name"].as_str().unwrap();
+    p["metadata"]["labels"] = json!({ "ds": name });
+    p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "name": name, "uid": ds["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]);
+    s.bind(p, node, "Running");
+}
+
+/// The `Daemonsets` contexts of `In-Flight Nodes` (lines 2202–2491) and `Existing Nodes`
+/// (lines 2728–2784). Karpenter's checks of its cluster state's DaemonSet requests and
+/// available CPU are internal; what they imply for placement is checked.
+fn daemonsets(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    add(
+        "should track daemonset usage separately so we know how many DS resources are remaining to be scheduled",
+        |s| {
+            let ds = daemonset(s, "ds", json!({"cpu": "1", "memory": "1Gi"}), json!({}));
+            let a = cpu_limit(s, "8");
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            let n1 = node(s, "p1")?;
+            s.delete("p1");
+            bind_daemon_pod(s, &ds, json!({"cpu": "1", "memory": "2Gi"}), &n1);
+            // 15.9 allocatable less the DaemonSet pod's 1: room for 14.9 exactly.
+            let b = cpu_limit(s, "14.9");
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            ensure(node(s, "p3")? == n1, "p3 on the first node")
+        },
+    );
+    add(
+        "should handle unexpected daemonset pods binding to the node",
+        |s| {
+            let ds1 = daemonset(
+                s,
+                "ds1",
+                json!({"cpu": "1", "memory": "1Gi"}),
+                json!({"nodeSelector": {"my-node-label": "value"}}),
+            );
+            daemonset(s, "ds2", json!({"cpu": "1m"}), json!({}));
+            let a = cpu_limit(s, "8");
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            let n1 = node(s, "p1")?;
+            // The label appears on the node for a reason Karpenter cannot track.
+            node_mut(s, &n1)["metadata"]["labels"]["my-node-label"] = json!("value");
+            s.delete("p1");
+            bind_daemon_pod(s, &ds1, json!({"cpu": "1", "memory": "2Gi"}), &n1);
+            let b = cpu_limit(s, "15.5");
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            ensure(node(s, "p3")? != n1, "p3 on a new node")
+        },
+    );
+    add(
+        "Should properly handle DaemonSet resources with Node Affinity for `karpenter.sh/initialized` and `karpenter.sh/registered`",
+        |s| {
+            for (name, key) in [
+                ("ds1", "karpenter.sh/initialized"),
+                ("ds2", "karpenter.sh/registered"),
+            ] {
+                daemonset(
+                    s,
+                    name,
+                    json!({"cpu": "1"}),
+                    json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                        {"nodeSelectorTerms": [{"matchExpressions": [req(key, "In", &["true"])]}]}}}}),
+                );
+            }
+            let a = cpu_limit(s, "2");
+            let o = s.provision(&[pool(None, json!({}))], vec![a]);
+            // Both DaemonSets will run on the node: 2 + 2 CPUs need the 16-CPU type.
+            scheduled_with(s, "p1", &[(ITYPE, "arm-instance-type")])?;
+            let labels = &o.claims()[0]["labels"];
+            ensure(
+                labels.get("karpenter.sh/initialized").is_none()
+                    && labels.get("karpenter.sh/registered").is_none(),
+                format!("the claim's labels: {labels}"),
+            )
+        },
+    );
+    add(
+        "should not subtract daemonset overhead that is not strictly compatible with an existing node",
+        |s| {
+            unowned_node(
+                s,
+                "existing",
+                json!({"cpu": "1", "memory": "1Gi", "pods": "110"}),
+            );
+            node_mut(s, "existing")["metadata"]["labels"]["karpenter.sh/nodepool"] =
+                json!("default");
+            claim_node(s, "existing", json!([]), true);
+            label_initialized(s, "existing");
+            daemonset(
+                s,
+                "ds",
+                json!({"cpu": "100", "memory": "100Gi"}),
+                json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                    {"nodeSelectorTerms": [{"matchExpressions": [req(ZONE, "In", &["test-zone-1"])]}]}}}}),
+            );
+            let a = sized(s, json!({"requests": {"cpu": "1", "memory": "1Gi"}}));
+            s.provision(&[pool(None, json!({}))], vec![a]);
+            ensure(node(s, "p1")? == "existing", "p1 on the existing node")?;
+            // Every new node would run the DaemonSet's 100 CPUs: none can take the next pod.
+            let b = sized(s, json!({"requests": {"cpu": "1", "memory": "1Gi"}}));
+            s.provision(&[pool(None, json!({}))], vec![b]);
+            not_scheduled(s, "p2")
         },
     );
 }

@@ -170,16 +170,17 @@ impl Session {
     /// the pods the plan placed.
     pub fn provision(&mut self, pools: &[Value], pods: Vec<Value>) -> Outcome {
         self.rounds += 1;
-        let cluster = (!self.nodes.is_empty() || !self.bound.is_empty()).then(|| {
-            let items: Vec<Value> = self
-                .nodes
-                .iter()
-                .chain(&self.bound)
-                .chain(&self.extra)
-                .cloned()
-                .collect();
-            json!({"apiVersion": "v1", "kind": "List", "items": items})
-        });
+        let cluster = (!self.nodes.is_empty() || !self.bound.is_empty() || !self.extra.is_empty())
+            .then(|| {
+                let items: Vec<Value> = self
+                    .nodes
+                    .iter()
+                    .chain(&self.bound)
+                    .chain(&self.extra)
+                    .cloned()
+                    .collect();
+                json!({"apiVersion": "v1", "kind": "List", "items": items})
+            });
         let o = run_plan(
             &self.dir.join(format!("round-{}", self.rounds)),
             &self.types,
