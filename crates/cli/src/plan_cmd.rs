@@ -117,18 +117,13 @@ pub fn read_cluster(
             .filter(|n| !n.is_empty());
         if let Some(node) = registered {
             // A node still coming up takes pods as it will be once initialized, as in
-            // Karpenter: without its ephemeral and startup taints.
+            // Karpenter: without its ephemeral and startup taints, after initialized nodes.
             let claim = capstan_model::NodeClaim::from_object(&nc, 0.0)
                 .map_err(|e| InputError(format!("{path}: nodeclaim {}: {e}", nc.metadata.name)))?;
-            // Initialized: the claim's condition, or the node's `karpenter.sh/initialized`
-            // label (which Karpenter's scheduler reads).
-            if !claim.status.initialized() && !claim.deleting() {
-                if let Some(n) = snap
-                    .nodes
-                    .iter_mut()
-                    .find(|n| &n.name == node && !n.labelled_initialized())
-                {
-                    *n = n.before_initialization(&claim.startup_taints, &claim.status.allocatable);
+            if let Some(n) = snap.nodes.iter_mut().find(|n| &n.name == node) {
+                if let Some(up) = n.coming_up(Some(&claim)) {
+                    *n = up;
+                    snap.coming_up.insert(n.name.clone());
                 }
             }
             continue;

@@ -505,17 +505,13 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
     let none = capstan_model::Resources::new();
     for n in cache.nodes() {
         let pool = n.labels.get(labels::NODEPOOL).map(String::as_str);
-        // A node still coming up takes pods as it will be once initialized, as in Karpenter.
-        let coming_up = cache
-            .claim_of_node(n)
-            .filter(|c| !c.status.initialized() && !c.deleting())
-            .map(|c| n.before_initialization(&c.startup_taints, &c.status.allocatable));
-        b.node(
-            coming_up.as_ref().unwrap_or(n),
-            pool,
-            cache.pods_on(&n.name),
-            cache.used_on(&n.name).unwrap_or(&none),
-        );
+        // A node still coming up takes pods as it will be once initialized, as in Karpenter,
+        // after the initialized ones.
+        let used = cache.used_on(&n.name).unwrap_or(&none);
+        match n.coming_up(cache.claim_of_node(n).map(|c| &**c)) {
+            Some(up) => b.node_coming_up(&up, pool, cache.pods_on(&n.name), used),
+            None => b.node(n, pool, cache.pods_on(&n.name), used),
+        }
     }
     for c in cache.claims() {
         if let Some(slot) = InFlight::of_claim(c, types) {

@@ -89,6 +89,23 @@ impl Node {
         n
     }
 
+    /// Whether the node is initialized: a node with a NodeClaim once it carries the
+    /// `karpenter.sh/initialized` label (what Karpenter's `StateNode.Initialized` reads; capstan
+    /// labels the node before it marks the claim) or its claim is marked Initialized (a
+    /// snapshot whose node lost the label); a node without a claim (not capstan's) always.
+    pub fn initialized(&self, claim: Option<&crate::NodeClaim>) -> bool {
+        claim.is_none_or(|c| c.status.initialized()) || self.labelled_initialized()
+    }
+
+    /// The node as the provisioner's scheduler sees it while it is still coming up (see
+    /// [`Node::before_initialization`]), or `None` once it is initialized or its NodeClaim is
+    /// being deleted. The one rule the controller and `capstan plan` both apply.
+    pub fn coming_up(&self, claim: Option<&crate::NodeClaim>) -> Option<Node> {
+        let c = claim?;
+        (!self.initialized(claim) && !c.deleting())
+            .then(|| self.before_initialization(&c.startup_taints, &c.status.allocatable))
+    }
+
     /// How many pods the node takes: its allocatable `pods`, or the kubelet's default.
     pub fn max_pods(&self) -> i64 {
         if self.allocatable.pods == 0 {
@@ -938,6 +955,48 @@ mod tests {
         let n = node.before_initialization(&[], &expected);
         assert_eq!(n.allocatable.get("nvidia.com/gpu"), 1);
         assert_eq!(n.allocatable.cpu, 3920, "what the node reports stands");
+    }
+
+    #[test]
+    fn a_node_is_coming_up_until_it_or_its_claim_says_initialized() {
+        let taint = Taint {
+            key: "node.kubernetes.io/not-ready".into(),
+            value: String::new(),
+            effect: Effect::NoSchedule,
+        };
+        let claim = crate::NodeClaim::default();
+        let mut deleting = crate::NodeClaim::default();
+        deleting.deleted_at = Some(5.0);
+        let mut initialized_claim = crate::NodeClaim::default();
+        initialized_claim.status.initialized_at = Some(3.0);
+        // (labelled initialized, claim, coming up)
+        let cases = [
+            (false, None, false),
+            (false, Some(&claim), true),
+            (true, Some(&claim), false),
+            (false, Some(&deleting), false),
+            // The claim's condition without the label (Karpenter reads only the label).
+            (false, Some(&initialized_claim), false),
+        ];
+        for (labelled, claim, want) in cases {
+            let mut n = Node {
+                taints: vec![taint.clone()],
+                ..Default::default()
+            };
+            if labelled {
+                n.labels
+                    .insert(crate::labels::INITIALIZED_LABEL.into(), "true".into());
+            }
+            let up = n.coming_up(claim);
+            assert_eq!(up.is_some(), want, "labelled {labelled}, claim {claim:?}");
+            assert_eq!(
+                n.initialized(claim),
+                !want && claim.is_none_or(|c| !c.deleting())
+            );
+            if let Some(up) = up {
+                assert!(up.taints.is_empty(), "seen without its not-ready taint");
+            }
+        }
     }
 
     fn pod_from(json: serde_json::Value) -> Result<Pod, FieldError> {

@@ -16,7 +16,7 @@ mod solver;
 mod topology;
 
 use capstan_model::{InstanceType, Node, NodePool, Pod, Requirements, Resources, Taint};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 pub use snapshot::SnapshotBuilder;
@@ -104,6 +104,10 @@ pub struct Snapshot {
     /// pending looks at them) that still count against their NodePool's limits:
     /// (NodePool, capacity).
     pub counted: Vec<(String, Resources)>,
+    /// Nodes of `nodes` still coming up (not initialized): pods are tried on initialized nodes
+    /// first, then on these, then on in-flight claims, as Karpenter orders existing nodes, so
+    /// a pod that fits both lands where it runs sooner.
+    pub coming_up: BTreeSet<String>,
 }
 
 /// The order in which planned NodeClaims are tried for a pod.

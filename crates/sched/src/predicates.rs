@@ -32,17 +32,27 @@ pub fn type_compatible(t: &InstanceType, reqs: &Requirements) -> bool {
 }
 
 /// The requests every new node of the pool carries for the DaemonSets that would run on it:
-/// those that tolerate its taints and whose node requirements it can meet.
+/// those that tolerate its taints and whose node requirements it can meet — counting the
+/// `karpenter.sh/registered` and `karpenter.sh/initialized` labels every node it launches
+/// will carry (as Karpenter's NodeClaimTemplate does for this reckoning only).
 pub fn daemon_overhead(pool: &NodePool, daemonsets: &[Pod]) -> Resources {
     let mut o = Resources::new();
+    if daemonsets.is_empty() {
+        return o;
+    }
+    let mut template = pool.requirements.clone();
+    for key in [labels::REGISTERED_LABEL, labels::INITIALIZED_LABEL] {
+        if !template.has_key(key) {
+            template.add(Requirement::in_values(key, ["true"]));
+        }
+    }
     for ds in daemonsets {
         let mut reqs = ds.node_selector.clone();
         if let Some(t) = ds.required_terms.first() {
             reqs.add_all(t);
         }
         if untolerated(&pool.taints, &ds.tolerations, false).is_none()
-            && pool
-                .requirements
+            && template
                 .compatible(&reqs, Undefined::AllowWellKnown)
                 .is_ok()
         {

@@ -91,6 +91,19 @@ impl SnapshotBuilder {
         self.snapshot.nodes.push(node.clone());
     }
 
+    /// Adds a node still coming up (see [`Snapshot::coming_up`]): `node` as the scheduler
+    /// sees it before initialization ([`Node::coming_up`]).
+    pub fn node_coming_up<'p>(
+        &mut self,
+        node: &Node,
+        nodepool: Option<&str>,
+        pods: impl IntoIterator<Item = &'p Arc<Pod>>,
+        used: &Resources,
+    ) {
+        self.snapshot.coming_up.insert(node.name.clone());
+        self.node(node, nodepool, pods, used);
+    }
+
     /// Adds a launched NodeClaim whose node has not registered yet.
     pub fn inflight(&mut self, claim: InFlight) {
         self.snapshot.inflight.push(claim);

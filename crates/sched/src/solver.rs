@@ -12,7 +12,7 @@ use capstan_model::pod::{HostPort, Pod, WhenUnsatisfiable};
 use capstan_model::requirements::{Incompatible, Undefined};
 use capstan_model::resources::{Shortfall, format_amount};
 use capstan_model::taints::{Taint, untolerated};
-use capstan_model::{InstanceType, NodePool, Requirements, Resources};
+use capstan_model::{InstanceType, Node, NodePool, Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Plans where every pending pod goes. See the crate docs.
@@ -303,10 +303,15 @@ impl<'a> Solver<'a> {
             .map(|p| daemon_overhead(p, &input.snapshot.daemonsets))
             .collect();
 
-        // Existing nodes and in-flight claims become fixed slots.
+        // Existing nodes and in-flight claims become fixed slots, tried in this order:
+        // initialized nodes, nodes coming up, in-flight claims (Karpenter's order).
         let mut slots = Vec::new();
         let mut by_name = HashMap::new();
-        for n in &input.snapshot.nodes {
+        let coming_up = &input.snapshot.coming_up;
+        let nodes = input.snapshot.nodes.iter();
+        let (up, coming): (Vec<&Node>, Vec<&Node>) =
+            nodes.partition(|n| !coming_up.contains(&n.name));
+        for n in up.into_iter().chain(coming) {
             let mut max = n.allocatable.clone();
             max.pods = n.max_pods();
             by_name.insert(n.name.clone(), slots.len());

@@ -234,6 +234,22 @@ fn in_flight_claims_take_pods_before_new_claims() {
 }
 
 #[test]
+fn initialized_nodes_take_pods_before_nodes_coming_up_whatever_their_order() {
+    // Both nodes hold the pod; the one still coming up is listed first.
+    for (coming_up, want) in [(None, "a-up"), (Some("a-up"), "b-ready")] {
+        let mut w = World::new();
+        for n in ["a-up", "b-ready"] {
+            w.snapshot.nodes.push(node(n, ZONES[0], 4, 16, json!({})));
+        }
+        if let Some(n) = coming_up {
+            w.snapshot.coming_up.insert(n.to_string());
+        }
+        let plan = w.solve(&[plain("p", 500, 512)]);
+        assert_eq!(plan.existing[0].node, want, "coming up: {coming_up:?}");
+    }
+}
+
+#[test]
 fn new_claims_take_the_cheapest_type_that_holds_their_pods() {
     let w = World::new();
     let plan = w.solve(&[plain("a", 3000, 1024)]);
@@ -412,6 +428,34 @@ fn daemonsets_that_do_not_tolerate_a_pools_taint_add_no_overhead_there() {
         w.types[plan.new_claims[0].offering.instance_type].name,
         "m.large"
     );
+}
+
+#[test]
+fn daemonsets_requiring_the_registered_or_initialized_label_count_on_new_nodes() {
+    // Every node a pool launches will carry karpenter.sh/registered and
+    // karpenter.sh/initialized; a DaemonSet requiring either runs there.
+    for key in ["karpenter.sh/registered", "karpenter.sh/initialized"] {
+        let mut w = World::new();
+        w.snapshot.daemonsets.push(pod(
+            "ds",
+            500,
+            128,
+            json!({}),
+            json!({"nodeSelector": {key: "true"}}),
+        ));
+        let plan = w.solve(&[plain("a", 1800, 512)]);
+        assert_eq!(plan.new_claims[0].requests.cpu, 2300, "{key}");
+        // A DaemonSet requiring another value does not.
+        w.snapshot.daemonsets[0] = pod(
+            "ds",
+            500,
+            128,
+            json!({}),
+            json!({"nodeSelector": {key: "false"}}),
+        );
+        let plan = w.solve(&[plain("a", 1800, 512)]);
+        assert_eq!(plan.new_claims[0].requests.cpu, 1800, "{key}");
+    }
 }
 
 #[test]

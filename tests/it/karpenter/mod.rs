@@ -21,19 +21,6 @@ const INSTANCE_SELECTION: &str =
 /// and one that starts to pass must leave this list.
 const KNOWN_GAPS: &[(&str, &str, &str)] = &[
     (
-        suite::SUITE,
-        "Should properly handle DaemonSet resources with Node Affinity for `karpenter.sh/initialized` and `karpenter.sh/registered`",
-        "a DaemonSet requiring karpenter.sh/initialized or karpenter.sh/registered is left out \
-         of a new node's overhead (the NodePool does not define those labels; every node it \
-         launches will carry them), so a node too small for the DaemonSets is chosen",
-    ),
-    (
-        suite::SUITE,
-        "should order initialized nodes for scheduling uninitialized nodes",
-        "sched tries existing nodes in the snapshot's order; Karpenter tries initialized \
-         ones before nodes still coming up, so a pod that fits both lands where it runs sooner",
-    ),
-    (
         topology::TOPOLOGY,
         "should balance pods across a label (NodeTaintsPolicy=honor)",
         "domains of nodes whose taints the pod does not tolerate still count for the spread",

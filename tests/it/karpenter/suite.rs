@@ -1461,6 +1461,46 @@ fn in_flight_rest(out: &mut Vec<Scenario>) {
         },
     );
     add(
+        "should order initialized nodes for scheduling uninitialized nodes when all other nodes are inflight",
+        |s| {
+            // A hundred NodeClaims Karpenter launched (the fake cloud's cheapest type); one of
+            // them (Karpenter picks it at random; here the 58th) has its node, initialized; the
+            // others have no node yet.
+            let elem = 57;
+            for i in 0..100 {
+                let name = format!("launched-{i}");
+                if i == elem {
+                    s.node(
+                        &name,
+                        json!({"kubernetes.io/hostname": name, "karpenter.sh/nodepool": "default",
+                            ZONE: "test-zone-1", CT: "spot", ITYPE: "small-instance-type",
+                            "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}),
+                        json!({"cpu": "1900m", "memory": "2038Mi", "pods": "5"}),
+                    );
+                    claim_node(s, &name, json!([]), true);
+                    label_initialized(s, &name);
+                } else {
+                    s.extra.push(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default",
+                            ZONE: "test-zone-1", CT: "spot", ITYPE: "small-instance-type"}},
+                        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws",
+                            "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+                        "status": {"providerID": format!("fake:///{name}"),
+                            "conditions": [{"type": "Launched", "status": "True",
+                                "reason": "Launched", "lastTransitionTime": "2026-12-01T10:00:00Z"}]}}));
+                }
+            }
+            let p = bare(s);
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            let want = format!("launched-{elem}");
+            let got = node(s, "p1")?;
+            ensure(
+                got == want,
+                format!("p1 on {got}, Karpenter expects {want}"),
+            )
+        },
+    );
+    add(
         "should schedule pods with the same host port to different nodes",
         |s| {
             let mut pods = vec![bare(s), bare(s)];
