@@ -658,3 +658,78 @@ fn plan_counts_a_node_still_coming_up_without_its_startup_and_not_ready_taints()
     assert!(v["existing"].as_array().unwrap().is_empty(), "{v:#}");
     assert_eq!(v["nodeclaims"].as_array().unwrap().len(), 1, "{v:#}");
 }
+
+/// `kubectl get pods,pvc,pv,storageclass -o json`: a pending pod's bound claim puts its new
+/// node in the volume's zone; a pod whose claim does not exist gets no node, with a warning
+/// naming the claim; without any claim, volume or class the pods are planned, with a warning.
+#[test]
+fn plan_reads_claims_volumes_and_storage_classes_and_places_pods_where_their_volumes_are() {
+    let with_claim = |name: &str, claim: &str| {
+        let mut p = pod(name, "500m", "1Gi", None);
+        p["spec"]["volumes"] =
+            json!([{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]);
+        p
+    };
+    let volumes = vec![
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-b"},
+            "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["us-east-1b"]}]}]}}}}),
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data-db-0", "namespace": "default",
+            "annotations": {"pv.kubernetes.io/bind-completed": "yes"}}, "spec": {"volumeName": "pv-b", "storageClassName": "gp3"}}),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
+            "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer"}),
+    ];
+    let pods = vec![
+        with_claim("db-0", "data-db-0"),
+        with_claim("db-1", "data-db-1"),
+    ];
+    let plan = |items: Vec<Value>, cluster: Option<Vec<Value>>| {
+        let f = tmp(
+            "volume-pods.json",
+            &json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+        );
+        let mut args = vec!["plan", "--pods", f.to_str().unwrap(), "--output", "json"];
+        let c;
+        if let Some(cluster) = cluster {
+            c = tmp(
+                "volume-cluster.json",
+                &json!({"apiVersion": "v1", "kind": "List", "items": cluster}).to_string(),
+            );
+            args.extend(["--cluster", c.to_str().unwrap()]);
+        }
+        let out = capstan(&args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        (serde_json::from_slice::<Value>(&out.stdout).unwrap(), err)
+    };
+    // The claims in the cluster file, or in the pods file itself.
+    for (items, cluster) in [
+        (pods.clone(), Some(volumes.clone())),
+        (pods.iter().chain(&volumes).cloned().collect(), None),
+    ] {
+        let (v, err) = plan(items, cluster);
+        let claims = v["nodeclaims"].as_array().unwrap();
+        assert_eq!(claims.len(), 1, "{v:#}");
+        assert_eq!(claims[0]["zone"], "us-east-1b", "{v:#}");
+        assert_eq!(claims[0]["pods"], json!(["default/db-0"]), "{v:#}");
+        assert!(
+            err.contains(
+                "pod default/db-1: no node planned: waiting for its PersistentVolumeClaim default/data-db-1"
+            ),
+            "{err}"
+        );
+    }
+    // No claim, volume or class given: both planned, and told so.
+    let (v, err) = plan(pods, None);
+    let placed: usize = v["nodeclaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["pods"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(placed, 2, "{v:#}");
+    assert!(
+        err.contains("2 pending pods use PersistentVolumeClaims, and no claim, volume or StorageClass was given"),
+        "{err}"
+    );
+}

@@ -27,6 +27,9 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
             Kind::DaemonSet,
             Kind::PodDisruptionBudget,
             Kind::NodeClaim,
+            Kind::PersistentVolumeClaim,
+            Kind::PersistentVolume,
+            Kind::StorageClass,
         ],
     )
     .map_err(|e| InputError(e.to_string()))?;
@@ -54,11 +57,16 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
         .collect();
     Ok(Cluster {
         nodes,
+        // A bound pod moves only where its volumes can follow (a zonal volume keeps it in
+        // its zone).
         pods: objs
             .pods
             .into_iter()
             .filter(|p| p.node_name.is_some() && p.is_active())
-            .map(std::sync::Arc::new)
+            .map(|mut p| {
+                objs.volumes.apply(&mut p);
+                std::sync::Arc::new(p)
+            })
             .collect(),
         pdbs,
         daemonsets: objs.daemonsets,

@@ -562,18 +562,19 @@ fn plan(
             capstan_cli::cluster_cmd::plan_input(&live, pools, catalog)
         }
         (None, pods) => {
-            let mut pending = plan_cmd::read_pods(pods.unwrap_or("-"))?;
+            let (mut pending, mut volumes) = plan_cmd::read_pods_and_volumes(pods.unwrap_or("-"))?;
             let nodepools = plan_cmd::read_nodepools(nodepools)?;
             let snapshot = match cluster {
                 Some(c) => {
-                    let (snap, more) = plan_cmd::read_cluster(c, &catalog)?;
+                    let (snap, more, v) = plan_cmd::read_cluster(c, &catalog)?;
                     pending.extend(more);
+                    volumes.extend(v);
                     snap
                 }
                 None => Default::default(),
             };
             plan_cmd::PlanInput {
-                pending,
+                pending: plan_cmd::with_volumes(pending, &volumes),
                 snapshot,
                 nodepools,
                 catalog,

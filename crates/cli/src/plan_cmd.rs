@@ -24,10 +24,63 @@ fn warn_all(warnings: &[String]) {
     }
 }
 
-/// Reads pending pods from a file (bound pods in it are skipped with a warning).
+/// The kinds of object that say what pods' volumes require.
+pub const VOLUME_KINDS: [Kind; 3] = [
+    Kind::PersistentVolumeClaim,
+    Kind::PersistentVolume,
+    Kind::StorageClass,
+];
+
+/// Reads pending pods from a file (bound pods in it are skipped with a warning), with what
+/// their volumes require where the file holds their claims (see [`with_volumes`]).
 pub fn read_pods(path: &str) -> Result<Vec<Arc<Pod>>, InputError> {
+    let (pods, volumes) = read_pods_and_volumes(path)?;
+    Ok(with_volumes(pods, &volumes))
+}
+
+/// Pending pods with what their PersistentVolumeClaims require of a node, as kube-scheduler
+/// reads the claims, volumes and StorageClasses given: a pod whose claims cannot bind yet
+/// (missing, being deleted, lost, unbound under an `Immediate` class, ...) gets no node, with
+/// a warning naming why, as the controller does. When no claim, volume or class was given at
+/// all (a pod set recorded with `kubectl get pods`), pods are planned without their volumes'
+/// constraints, and a warning says how many that is.
+pub fn with_volumes(
+    pods: Vec<Arc<Pod>>,
+    volumes: &capstan_model::volume::Volumes,
+) -> Vec<Arc<Pod>> {
+    if volumes.is_empty() {
+        let n = pods.iter().filter(|p| !p.volume_claims.is_empty()).count();
+        if n > 0 {
+            tracing::warn!(
+                "{n} pending pods use PersistentVolumeClaims, and no claim, volume or StorageClass \
+                 was given: planned without their volumes' zones"
+            );
+        }
+        return pods;
+    }
+    let mut out = Vec::with_capacity(pods.len());
+    for mut p in pods {
+        if !p.volume_claims.is_empty() {
+            volumes.apply(Arc::make_mut(&mut p));
+            if let Some(e) = &p.volume_error {
+                tracing::warn!("pod {}: no node planned: {e}", p.key());
+                continue;
+            }
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// Reads pending pods and any PersistentVolumeClaims, PersistentVolumes and StorageClasses
+/// from a file.
+pub fn read_pods_and_volumes(
+    path: &str,
+) -> Result<(Vec<Arc<Pod>>, capstan_model::volume::Volumes), InputError> {
     let text = input::read(path)?;
-    let objs = load(path, &text, &[Kind::Pod]).map_err(|e| InputError(e.to_string()))?;
+    let mut kinds = vec![Kind::Pod];
+    kinds.extend(VOLUME_KINDS);
+    let objs = load(path, &text, &kinds).map_err(|e| InputError(e.to_string()))?;
     objs.require(path, "pods", objs.pods.len())
         .map_err(|e| InputError(e.to_string()))?;
     warn_all(&objs.warnings);
@@ -43,7 +96,7 @@ pub fn read_pods(path: &str) -> Result<Vec<Arc<Pod>>, InputError> {
             );
         }
     }
-    Ok(pending)
+    Ok((pending, objs.volumes))
 }
 
 pub fn read_nodepools(paths: &[String]) -> Result<Vec<NodePool>, InputError> {
@@ -73,12 +126,12 @@ pub fn read_nodepools(paths: &[String]) -> Result<Vec<NodePool>, InputError> {
     Ok(pools)
 }
 
-/// Reads a cluster snapshot: nodes, bound pods, DaemonSets and in-flight NodeClaims; its
-/// pending pods are returned to be planned too.
-pub fn read_cluster(
-    path: &str,
-    catalog: &Catalog,
-) -> Result<(Snapshot, Vec<Arc<Pod>>), InputError> {
+/// What a cluster snapshot file held: nodes, bound pods, DaemonSets and in-flight NodeClaims
+/// as a [`Snapshot`]; pending pods to be planned too; claims, volumes and StorageClasses.
+pub type ClusterFile = (Snapshot, Vec<Arc<Pod>>, capstan_model::volume::Volumes);
+
+/// Reads a cluster snapshot (see [`ClusterFile`]).
+pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputError> {
     let text = input::read(path)?;
     let objs = load(
         path,
@@ -89,10 +142,20 @@ pub fn read_cluster(
             Kind::DaemonSet,
             Kind::NodeClaim,
             Kind::PodDisruptionBudget,
+            Kind::PersistentVolumeClaim,
+            Kind::PersistentVolume,
+            Kind::StorageClass,
         ],
     )
     .map_err(|e| InputError(e.to_string()))?;
-    let read = objs.pods.len() + objs.nodes.len() + objs.daemonsets.len() + objs.nodeclaims.len();
+    let v = &objs.volumes;
+    let read = objs.pods.len()
+        + objs.nodes.len()
+        + objs.daemonsets.len()
+        + objs.nodeclaims.len()
+        + v.claims.len()
+        + v.volumes.len()
+        + v.classes.len();
     objs.require(path, "nodes or pods", read)
         .map_err(|e| InputError(e.to_string()))?;
     warn_all(&objs.warnings);
@@ -161,7 +224,7 @@ pub fn read_cluster(
             capacity: t.capacity.clone(),
         });
     }
-    Ok((snap, pending))
+    Ok((snap, pending, objs.volumes))
 }
 
 pub fn solve_input(p: &PlanInput) -> SolveInput<'_> {

@@ -94,11 +94,8 @@ pub async fn read(client: kube::Client) -> Result<Live, ApiError> {
             Err(e) => return Err(e),
         }
     }
-    for p in live.pods.iter_mut().filter(|p| !p.volume_claims.is_empty()) {
-        match live.volumes.resolve(p) {
-            Ok(r) => p.volume_requirements = r,
-            Err(e) => p.volume_error = Some(e),
-        }
+    for p in live.pods.iter_mut() {
+        live.volumes.apply(p);
     }
     live.node_classes = crate::nodeclasses::seen(&client)
         .await

@@ -763,17 +763,6 @@ pub fn pod_spec(
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
         warnings.push("spec.resourceClaims: dynamic resource allocation is not modelled; the claims are ignored".into());
     }
-    let pvcs = spec
-        .volumes
-        .iter()
-        .flatten()
-        .filter(|v| v.persistent_volume_claim.is_some())
-        .count();
-    if pvcs > 0 {
-        warnings.push(format!(
-            "spec.volumes: {pvcs} persistentVolumeClaim volume(s); volume topology is not modelled"
-        ));
-    }
     Ok(out)
 }
 
@@ -965,8 +954,10 @@ mod tests {
             effect: Effect::NoSchedule,
         };
         let claim = crate::NodeClaim::default();
-        let mut deleting = crate::NodeClaim::default();
-        deleting.deleted_at = Some(5.0);
+        let deleting = crate::NodeClaim {
+            deleted_at: Some(5.0),
+            ..Default::default()
+        };
         let mut initialized_claim = crate::NodeClaim::default();
         initialized_claim.status.initialized_at = Some(3.0);
         // (labelled initialized, claim, coming up)

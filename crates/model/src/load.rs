@@ -31,6 +31,9 @@ pub enum Kind {
     NodePool,
     NodeClaim,
     PodDisruptionBudget,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    StorageClass,
 }
 
 impl Kind {
@@ -43,6 +46,9 @@ impl Kind {
             Kind::NodePool => ("karpenter.sh/v1", "NodePool"),
             Kind::NodeClaim => ("karpenter.sh/v1", "NodeClaim"),
             Kind::PodDisruptionBudget => ("policy/v1", "PodDisruptionBudget"),
+            Kind::PersistentVolumeClaim => ("v1", "PersistentVolumeClaim"),
+            Kind::PersistentVolume => ("v1", "PersistentVolume"),
+            Kind::StorageClass => ("storage.k8s.io/v1", "StorageClass"),
         }
     }
 
@@ -55,6 +61,9 @@ impl Kind {
             ("capstan.dev" | "karpenter.sh", "NodePool") => Kind::NodePool,
             ("capstan.dev" | "karpenter.sh", "NodeClaim") => Kind::NodeClaim,
             ("policy", "PodDisruptionBudget") => Kind::PodDisruptionBudget,
+            ("", "PersistentVolumeClaim") => Kind::PersistentVolumeClaim,
+            ("", "PersistentVolume") => Kind::PersistentVolume,
+            ("storage.k8s.io", "StorageClass") => Kind::StorageClass,
             _ => return None,
         })
     }
@@ -70,6 +79,8 @@ pub struct Objects {
     pub nodepools: Vec<NodePool>,
     pub nodeclaims: Vec<NodeClaimObject>,
     pub pdbs: Vec<crate::pdb::Pdb>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses.
+    pub volumes: crate::volume::Volumes,
     /// Things capstan read but does not use or model, one line each (prefixed with the file).
     pub warnings: Vec<String>,
     /// Objects the file held (list items counted one by one), of any kind.
@@ -342,6 +353,23 @@ pub fn load(file: &str, text: &str, wanted: &[Kind]) -> Result<Objects, LoadErro
                 let p: k8s_openapi::api::policy::v1::PodDisruptionBudget =
                     typed(doc).map_err(obj_err)?;
                 out.pdbs.push(crate::pdb::convert(&p).map_err(obj_err)?);
+            }
+            Kind::PersistentVolumeClaim => {
+                let c: k8s_openapi::api::core::v1::PersistentVolumeClaim =
+                    typed(doc).map_err(obj_err)?;
+                let c = crate::volume::claim(&c);
+                out.volumes.claims.insert(c.key.clone(), c);
+            }
+            Kind::PersistentVolume => {
+                let v: k8s_openapi::api::core::v1::PersistentVolume =
+                    typed(doc).map_err(obj_err)?;
+                let v = crate::volume::volume(&v).map_err(obj_err)?;
+                out.volumes.volumes.insert(v.name.clone(), v);
+            }
+            Kind::StorageClass => {
+                let c: k8s_openapi::api::storage::v1::StorageClass = typed(doc).map_err(obj_err)?;
+                let c = crate::volume::storage_class(&c);
+                out.volumes.classes.insert(c.name.clone(), c);
             }
         }
         out.warnings.extend(

@@ -1,7 +1,7 @@
 //! Volume topology: the node requirements a pod's PersistentVolumeClaims add, as Karpenter's
-//! `VolumeTopology` reads them — a bound claim's PersistentVolume node affinity (its first
-//! term; the hostname dropped for `local` and `hostPath` volumes, which a new node cannot
-//! keep), an unbound claim's StorageClass `allowedTopologies` (its first term). They constrain
+//! `VolumeTopology` reads them — a bound claim's PersistentVolume node affinity (the hostname
+//! dropped for `local` and `hostPath` volumes, which a new node cannot keep), an unbound
+//! claim's StorageClass `allowedTopologies`; several terms are ORed (see `any_of`). They constrain
 //! where a new node may go (its zone, mostly) without joining the pod's own node affinity, so
 //! topology spread still counts the nodes the pod's affinity selects.
 //!
@@ -69,6 +69,33 @@ pub struct Volumes {
 }
 
 impl Volumes {
+    /// Nothing was read: no claim, volume or class.
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty() && self.volumes.is_empty() && self.classes.is_empty()
+    }
+
+    /// Adds another source's claims, volumes and classes.
+    pub fn extend(&mut self, other: Volumes) {
+        self.claims.extend(other.claims);
+        self.volumes.extend(other.volumes);
+        self.classes.extend(other.classes);
+    }
+
+    /// `pod` with what its volumes require (`volume_requirements`) or why it cannot be
+    /// placed (`volume_error`), as [`Volumes::resolve`] finds.
+    pub fn apply(&self, pod: &mut Pod) {
+        if pod.volume_claims.is_empty() {
+            return;
+        }
+        match self.resolve(pod) {
+            Ok(reqs) => {
+                pod.volume_requirements = reqs;
+                pod.volume_error = None;
+            }
+            Err(e) => pod.volume_error = Some(e),
+        }
+    }
+
     /// The requirements a pod's claims put on its node, or why kube-scheduler cannot place it
     /// (pending pods only: a bound pod's claims are bound, and what can be read is kept).
     pub fn resolve(&self, pod: &Pod) -> Result<Requirements, String> {
@@ -210,24 +237,24 @@ pub fn claim(c: &core::PersistentVolumeClaim) -> Claim {
 pub fn volume(v: &core::PersistentVolume) -> Result<Volume, crate::FieldError> {
     let name = v.metadata.name.clone().unwrap_or_default();
     let spec = v.spec.as_ref();
-    let term = spec
+    let terms = spec
         .and_then(|s| s.node_affinity.as_ref())
         .and_then(|a| a.required.as_ref())
-        .and_then(|r| r.node_selector_terms.first());
-    let mut requirements = match term {
-        Some(t) => node_selector_requirements(
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default();
+    let local = spec.is_some_and(|s| s.local.is_some() || s.host_path.is_some());
+    let mut alternatives = Vec::new();
+    for (i, t) in terms.iter().enumerate() {
+        let mut reqs = node_selector_requirements(
             t.match_expressions.as_deref().unwrap_or_default(),
-            "spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions",
-        )?,
-        None => Requirements::new(),
-    };
-    if spec.is_some_and(|s| s.local.is_some() || s.host_path.is_some()) {
-        requirements = requirements
-            .iter()
-            .filter(|r| r.key != HOSTNAME)
-            .cloned()
-            .collect();
+            &format!("spec.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions"),
+        )?;
+        if local {
+            reqs = reqs.iter().filter(|r| r.key != HOSTNAME).cloned().collect();
+        }
+        alternatives.push(reqs);
     }
+    let requirements = any_of(alternatives);
     Ok(Volume {
         name,
         requirements,
@@ -235,18 +262,56 @@ pub fn volume(v: &core::PersistentVolume) -> Result<Volume, crate::FieldError> {
     })
 }
 
+/// Node requirements ORed across terms (a volume's node-affinity terms, a class's allowed
+/// topologies) as one set: none for no term or a term that requires nothing; the union of
+/// values where every term is one `In` on the same key (zone A or zone B: zone in {A, B},
+/// exact); otherwise the first term (a node it allows is allowed, others it rules out may not
+/// be).
+fn any_of(mut terms: Vec<Requirements>) -> Requirements {
+    if terms.is_empty() || terms.iter().any(Requirements::is_empty) {
+        return Requirements::new();
+    }
+    let single_in = |r: &Requirements| {
+        r.len() == 1
+            && r.iter()
+                .all(|q| q.operator() == crate::requirements::Operator::In)
+    };
+    let key = terms[0].iter().next().map(|r| r.key.clone());
+    if terms.len() > 1
+        && terms
+            .iter()
+            .all(|t| single_in(t) && t.iter().next().map(|r| &r.key) == key.as_ref())
+    {
+        let values: Vec<String> = terms
+            .iter()
+            .flat_map(|t| t.iter().flat_map(|r| r.values().to_vec()))
+            .collect();
+        let mut out = Requirements::new();
+        out.add(Requirement::in_values(key.unwrap_or_default(), values));
+        return out;
+    }
+    terms.swap_remove(0)
+}
+
 /// A StorageClass's scheduling form.
 pub fn storage_class(c: &storage::StorageClass) -> StorageClass {
     let name = c.metadata.name.clone().unwrap_or_default();
-    let mut requirements = Requirements::new();
-    if let Some(term) = c.allowed_topologies.iter().flatten().next() {
-        for e in term.match_label_expressions.iter().flatten() {
-            requirements.add(Requirement::in_values(
-                normalize_key(&e.key).into_owned(),
-                e.values.iter().cloned(),
-            ));
-        }
-    }
+    let alternatives = c
+        .allowed_topologies
+        .iter()
+        .flatten()
+        .map(|term| {
+            let mut reqs = Requirements::new();
+            for e in term.match_label_expressions.iter().flatten() {
+                reqs.add(Requirement::in_values(
+                    normalize_key(&e.key).into_owned(),
+                    e.values.iter().cloned(),
+                ));
+            }
+            reqs
+        })
+        .collect();
+    let requirements = any_of(alternatives);
     StorageClass {
         name,
         requirements,
@@ -331,9 +396,9 @@ mod tests {
         }
         let cases = [
             Case {
-                what: "a bound claim: its volume's first node-affinity term, the EBS key normalized",
+                what: "a bound claim: its volume's node-affinity terms ORed, the EBS key normalized",
                 claim: "bound",
-                want: Ok(vec!["us-east-1a"]),
+                want: Ok(vec!["us-east-1a", "us-east-1b"]),
             },
             Case {
                 what: "a claim not yet marked bound",
@@ -341,9 +406,9 @@ mod tests {
                 want: Err("its PersistentVolumeClaim ns/binding is not bound yet"),
             },
             Case {
-                what: "an unbound claim of a WaitForFirstConsumer class: its first allowed topology",
+                what: "an unbound claim of a WaitForFirstConsumer class: its allowed topologies ORed",
                 claim: "wffc",
-                want: Ok(vec!["us-east-1b", "us-east-1c"]),
+                want: Ok(vec!["us-east-1a", "us-east-1b", "us-east-1c"]),
             },
             Case {
                 what: "an unbound claim of an Immediate class",
@@ -406,7 +471,10 @@ mod tests {
             {"name": "tmp", "emptyDir": {}},
         ]);
         let running = pod(volumes.clone(), Some("node-1"));
-        assert_eq!(zones(&v.resolve(&running).unwrap()), vec!["us-east-1a"]);
+        assert_eq!(
+            zones(&v.resolve(&running).unwrap()),
+            vec!["us-east-1a", "us-east-1b"]
+        );
         // Pending, the ephemeral claim (db-0-scratch) counts and the missing one refuses it.
         let pending = pod(volumes, None);
         assert_eq!(
@@ -421,5 +489,68 @@ mod tests {
             v.resolve(&pending).unwrap_err(),
             "waiting for its PersistentVolumeClaim ns/missing"
         );
+    }
+}
+
+#[cfg(test)]
+mod alternatives {
+    use super::*;
+    use crate::labels::ZONE;
+    use serde_json::json;
+
+    fn class(topologies: serde_json::Value) -> Requirements {
+        let c: storage::StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": "sc"}, "provisioner": "p", "allowedTopologies": topologies
+        }))
+        .unwrap();
+        storage_class(&c).requirements
+    }
+
+    fn term(key: &str, values: &[&str]) -> serde_json::Value {
+        json!({"matchLabelExpressions": [{"key": key, "values": values}]})
+    }
+
+    #[test]
+    fn terms_of_one_key_are_ored_and_other_terms_fall_back_to_the_first() {
+        // (terms, key, allowed values; None: no requirement on the key)
+        let cases: Vec<(serde_json::Value, &str, Option<Vec<&str>>)> = vec![
+            (json!([]), ZONE, None),
+            (json!([term(ZONE, &["a"])]), ZONE, Some(vec!["a"])),
+            (
+                json!([term(ZONE, &["a"]), term(ZONE, &["b", "c"])]),
+                ZONE,
+                Some(vec!["a", "b", "c"]),
+            ),
+            // Different keys: the first term stands.
+            (
+                json!([term(ZONE, &["a"]), term("rack", &["r1"])]),
+                ZONE,
+                Some(vec!["a"]),
+            ),
+            (
+                json!([term(ZONE, &["a"]), term("rack", &["r1"])]),
+                "rack",
+                None,
+            ),
+        ];
+        for (terms, key, want) in cases {
+            let got = class(terms.clone());
+            let got = got.get(key).map(|r| r.values().to_vec());
+            let want = want.map(|v| v.into_iter().map(String::from).collect::<Vec<_>>());
+            assert_eq!(got, want, "{terms}");
+        }
+    }
+
+    #[test]
+    fn a_volume_allowing_any_node_in_one_term_requires_nothing() {
+        let v: core::PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": "pv"},
+            "spec": {"local": {"path": "/mnt"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["h1"]}]},
+                {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["nowhere"]}]}
+            ]}}}
+        }))
+        .unwrap();
+        assert!(volume(&v).unwrap().requirements.is_empty());
     }
 }

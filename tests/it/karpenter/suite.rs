@@ -1,7 +1,9 @@
 //! `pkg/controllers/provisioning/scheduling/suite_test.go`: the scheduling suite, over
 //! Karpenter's default fake instance types, a provisioning round at a time.
 
-use super::topology::{Session, default_types, expect_skew, fake_instance_types, spread};
+use super::topology::{
+    Session, default_offerings, default_types, expect_skew, fake_instance_types, spread,
+};
 use super::*;
 
 pub const SUITE: &str = "pkg/controllers/provisioning/scheduling/suite_test.go";
@@ -397,6 +399,7 @@ pub fn cases() -> Vec<Scenario> {
     in_flight_rest(&mut out);
     existing_nodes(&mut out);
     daemonsets(&mut out);
+    volume_usage(&mut out);
     out
 }
 
@@ -1737,4 +1740,359 @@ fn daemonsets(out: &mut Vec<Scenario>) {
             not_scheduled(s, "p2")
         },
     );
+}
+
+/// `VolumeUsage`'s catalog: `instance-type` with 1,024 CPUs and 1,024 pods (4 GiB).
+fn volume_types() -> Vec<FakeType> {
+    let mut t = FakeType::new("instance-type", "amd64", 1024.0, 4.0);
+    t.pods = 1024;
+    vec![default_offerings(t)]
+}
+
+/// `test.StorageClass`: provisioner `test-provisioner`, `zones` as one allowed-topology term
+/// (each entry of `terms` a term of its own), binding mode as given (none: the API server's
+/// default, Immediate).
+fn storage_class(name: &str, zones: &[&str], terms: &[&[&str]], mode: Option<&str>) -> Value {
+    let mut spec = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": name}, "provisioner": "test-provisioner"});
+    let mut topo: Vec<Value> = terms
+        .iter()
+        .map(|z| json!({"matchLabelExpressions": [{"key": ZONE, "values": z}]}))
+        .collect();
+    if !zones.is_empty() {
+        topo.push(json!({"matchLabelExpressions": [{"key": ZONE, "values": zones}]}));
+    }
+    if !topo.is_empty() {
+        spec["allowedTopologies"] = json!(topo);
+    }
+    if let Some(m) = mode {
+        spec["volumeBindingMode"] = json!(m);
+    }
+    spec
+}
+
+/// `test.PersistentVolumeClaim` in namespace default: bound (`bind-completed`) when it names
+/// a volume.
+fn claim(name: &str, class: Option<&str>, volume: Option<&str>) -> Value {
+    let mut c = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+    if let Some(sc) = class {
+        c["spec"]["storageClassName"] = json!(sc);
+    }
+    if let Some(v) = volume {
+        c["spec"]["volumeName"] = json!(v);
+        c["metadata"]["annotations"] = json!({"pv.kubernetes.io/bind-completed": "yes"});
+    }
+    c
+}
+
+/// `test.PersistentVolume`: a CSI volume (driver `test.driver`) unless `source` says
+/// otherwise, with one node-affinity term per entry of `terms`.
+fn volume(name: &str, source: Value, terms: Vec<Value>) -> Value {
+    let mut spec = json!({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "100Gi"}});
+    match source.as_object() {
+        Some(o) if !o.is_empty() => {
+            for (k, v) in o {
+                spec[k] = v.clone();
+            }
+        }
+        _ => spec["csi"] = json!({"driver": "test.driver", "volumeHandle": "test-handle"}),
+    }
+    if !terms.is_empty() {
+        spec["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": terms}});
+    }
+    json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec})
+}
+
+fn zone_term(zones: &[&str]) -> Value {
+    json!({"matchExpressions": [req(ZONE, "In", zones)]})
+}
+
+/// A pending pod using these claims (`PersistentVolumeClaims`).
+fn with_claims(s: &mut Session, claims: &[&str]) -> Value {
+    let mut p = bare(s);
+    p["spec"]["volumes"] = claims
+        .iter()
+        .enumerate()
+        .map(|(i, c)| json!({"name": format!("v{i}"), "persistentVolumeClaim": {"claimName": c}}))
+        .collect();
+    p
+}
+
+/// Two pods on claims of `claims`, repelling each other across zones (the multi-zone Its).
+fn zone_repelling(s: &mut Session, claims: &[&str]) -> Vec<Value> {
+    claims
+        .iter()
+        .map(|c| {
+            let mut p = with_claims(s, &[c]);
+            p["metadata"]["labels"] = json!({"app": "multi-zone-app"});
+            p["spec"]["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "multi-zone-app"}}, "topologyKey": ZONE}]}});
+            p
+        })
+        .collect()
+}
+
+fn nodes_launched(s: &Session, want: usize) -> Result<(), String> {
+    ensure(
+        s.nodes.len() == want,
+        format!("{} nodes, Karpenter expects {want}", s.nodes.len()),
+    )
+}
+
+/// Two pods scheduled in distinct zones among test-zone-1 and test-zone-2.
+fn in_two_zones(s: &Session) -> Result<(), String> {
+    let z: Vec<Option<String>> = ["p1", "p2"]
+        .iter()
+        .map(|p| node(s, p).map(|n| s.label_of(&n, ZONE)))
+        .collect::<Result<_, _>>()?;
+    let ok = z
+        .iter()
+        .all(|z| matches!(z.as_deref(), Some("test-zone-1" | "test-zone-2")))
+        && z[0] != z[1];
+    ensure(
+        ok,
+        format!("zones {z:?}, Karpenter expects test-zone-1 and -2"),
+    )
+}
+
+/// `VolumeUsage` (lines 2891–3898): what pods' PersistentVolumeClaims require, read from the
+/// claims, volumes and StorageClasses in the cluster snapshot.
+fn volume_usage(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_to(out, it, volume_types, run);
+    add(
+        "should launch a single node if all pods use the same PVC",
+        |s| {
+            s.extra.push(storage_class(
+                "my-storage-class",
+                &["test-zone-1"],
+                &[],
+                None,
+            ));
+            s.extra.push(volume(
+                "my-volume",
+                json!({}),
+                vec![zone_term(&["test-zone-1"])],
+            ));
+            s.extra.push(claim(
+                "my-claim",
+                Some("my-storage-class"),
+                Some("my-volume"),
+            ));
+            let pods = (0..100).map(|_| with_claims(s, &["my-claim"])).collect();
+            s.provision(&[pool(None, json!({}))], pods);
+            nodes_launched(s, 1)?;
+            ensure(
+                s.label_of(&node(s, "p1")?, ZONE).as_deref() == Some("test-zone-1"),
+                "in the volume's zone",
+            )
+        },
+    );
+    add("should not fail for NFS volumes", |s| {
+        s.extra.push(volume(
+            "my-volume",
+            json!({"nfs": {"server": "fake.server", "path": "/some/path"}, "storageClassName": "nfs"}),
+            vec![zone_term(&["test-zone-1"])],
+        ));
+        s.extra.push(claim("my-claim", Some(""), Some("my-volume")));
+        let pods = (0..5)
+            .map(|_| with_claims(s, &["my-claim", "my-claim"]))
+            .collect();
+        s.provision(&[pool(None, json!({}))], pods);
+        nodes_launched(s, 1)
+    });
+    add("should schedule pods using a PV with multiple zones", |s| {
+        for i in 0..2 {
+            let (v, c) = (format!("multi-zone-pv-{i}"), format!("multi-zone-pvc-{i}"));
+            s.extra.push(volume(
+                &v,
+                json!({}),
+                vec![zone_term(&["test-zone-1"]), zone_term(&["test-zone-2"])],
+            ));
+            s.extra.push(claim(&c, None, Some(&v)));
+        }
+        let pods = zone_repelling(s, &["multi-zone-pvc-0", "multi-zone-pvc-1"]);
+        s.provision(&[pool(None, json!({}))], pods);
+        in_two_zones(s)
+    });
+    add(
+        "should preserve unconstrained PV alternatives after ignoring hostname affinity (for local volumes)",
+        |s| hostname_or_zone(s, json!({"local": {"path": "/mnt/local-disks"}})),
+    );
+    add(
+        "should preserve unconstrained PV alternatives after ignoring hostname affinity (for hostpath volumes)",
+        |s| hostname_or_zone(s, json!({"hostPath": {"path": "/mnt/local-disks"}})),
+    );
+    add(
+        "should schedule pods using a StorageClass with multiple zones in AllowedTopologies",
+        |s| {
+            s.extra.push(storage_class(
+                "multi-zone-sc",
+                &[],
+                &[&["test-zone-1"], &["test-zone-2"]],
+                Some("WaitForFirstConsumer"),
+            ));
+            for i in 0..2 {
+                s.extra.push(claim(
+                    &format!("multi-zone-pvc-{i}"),
+                    Some("multi-zone-sc"),
+                    None,
+                ));
+            }
+            let pods = zone_repelling(s, &["multi-zone-pvc-0", "multi-zone-pvc-1"]);
+            s.provision(&[pool(None, json!({}))], pods);
+            in_two_zones(s)
+        },
+    );
+    add(
+        "should not launch nodes for pod with storageClass that uses an unsupported topology key",
+        |s| {
+            // The EBS CSI driver's zone key, with zones no instance type offers.
+            let mut sc = storage_class(
+                "default-storage-class",
+                &[],
+                &[],
+                Some("WaitForFirstConsumer"),
+            );
+            sc["provisioner"] = json!("ebs.csi.eks.amazonaws.com");
+            sc["allowedTopologies"] = json!([{"matchLabelExpressions": [
+                {"key": "topology.ebs.csi.aws.com/zone", "values": ["us-west-2a", "us-west-2b"]}]}]);
+            s.extra.push(sc);
+            s.extra
+                .push(claim("tmp-ephemeral", Some("default-storage-class"), None));
+            let p = with_claims(s, &["tmp-ephemeral"]);
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not launch nodes for pod with unbound volume for volumeBindingMode immediate",
+        |s| {
+            s.extra.push(storage_class(
+                "default-storage-class",
+                &["test-zone-1"],
+                &[],
+                Some("Immediate"),
+            ));
+            s.extra
+                .push(claim("tmp-ephemeral", Some("default-storage-class"), None));
+            let p = with_claims(s, &["tmp-ephemeral"]);
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not launch nodes for pod with deleting persistentVolumeClaim",
+        |s| {
+            s.extra.push(storage_class(
+                "default-storage-class",
+                &["test-zone-1"],
+                &[],
+                Some("WaitForFirstConsumer"),
+            ));
+            let mut c = claim("tmp-ephemeral", Some("default-storage-class"), None);
+            c["metadata"]["deletionTimestamp"] = json!("2026-12-01T10:00:00Z");
+            c["metadata"]["finalizers"] = json!(["kubernetes.io/pvc-protection"]);
+            s.extra.push(c);
+            let p = with_claims(s, &["tmp-ephemeral"]);
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not launch nodes for pod with bound persistentVolume that is marked for deletion",
+        |s| {
+            let mut v = volume("pv-deleting", json!({}), vec![]);
+            v["spec"]["csi"]["driver"] = json!("other-provider");
+            v["metadata"]["deletionTimestamp"] = json!("2026-12-01T10:00:00Z");
+            v["metadata"]["finalizers"] = json!(["kubernetes.io/pv-protection"]);
+            s.extra.push(v);
+            s.extra
+                .push(claim("p1-tmp-ephemeral", None, Some("pv-deleting")));
+            let mut p = bare(s);
+            p["spec"]["volumes"] = json!([{"name": "tmp-ephemeral", "ephemeral": {"volumeClaimTemplate": {
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]);
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            nodes_launched(s, 0)
+        },
+    );
+    add(
+        "should not launch nodes for pod with Lost persistentVolumeClaim",
+        |s| {
+            s.extra.push(storage_class(
+                "default-storage-class",
+                &["test-zone-1"],
+                &[],
+                Some("WaitForFirstConsumer"),
+            ));
+            let mut c = claim("tmp-ephemeral", Some("default-storage-class"), None);
+            c["status"] = json!({"phase": "Lost"});
+            s.extra.push(c);
+            let p = with_claims(s, &["tmp-ephemeral"]);
+            s.provision(&[pool(None, json!({}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should handle pods with PVCs with defined volumeName (when pv.kubernetes.io/bind-completed is missing)",
+        |s| defined_volume_name(s, false),
+    );
+    add(
+        "should handle pods with PVCs with defined volumeName (when pv.kubernetes.io/bind-completed is present)",
+        |s| defined_volume_name(s, true),
+    );
+}
+
+/// A local or hostPath volume whose first node-affinity term is a hostname (which a new node
+/// cannot have) and whose second is a zone no type offers: the pod still gets a node.
+fn hostname_or_zone(s: &mut Session, source: Value) -> Result<(), String> {
+    s.extra.push(volume(
+        "hostname-or-zone-pv",
+        source,
+        vec![
+            json!({"matchExpressions": [req("kubernetes.io/hostname", "In", &["existing-host"])]}),
+            zone_term(&["invalid-zone"]),
+        ],
+    ));
+    s.extra.push(claim(
+        "hostname-or-zone-pvc",
+        None,
+        Some("hostname-or-zone-pv"),
+    ));
+    let p = with_claims(s, &["hostname-or-zone-pvc"]);
+    s.provision(&[pool(None, json!({}))], vec![p]);
+    node(s, "p1").map(|_| ())
+}
+
+/// A claim naming a volume, with or without `bind-completed`: kube-scheduler waits for it.
+fn defined_volume_name(s: &mut Session, present: bool) -> Result<(), String> {
+    s.extra.push(storage_class(
+        "default-storage-class",
+        &["test-zone-1"],
+        &[],
+        Some("WaitForFirstConsumer"),
+    ));
+    let mut v = volume("tmp-pv", json!({}), vec![]);
+    v["spec"]["csi"]["driver"] = json!("other-provider");
+    s.extra.push(v);
+    let mut c = claim(
+        "tmp-ephemeral",
+        Some("default-storage-class"),
+        Some("tmp-pv"),
+    );
+    if !present {
+        c["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("annotations");
+    }
+    s.extra.push(c);
+    let p = with_claims(s, &["tmp-ephemeral"]);
+    s.provision(&[pool(None, json!({}))], vec![p]);
+    if present {
+        node(s, "p1").map(|_| ())
+    } else {
+        not_scheduled(s, "p1")
+    }
 }

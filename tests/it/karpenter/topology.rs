@@ -1739,7 +1739,8 @@ pub fn cases() -> Vec<Scenario> {
                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [req(ZONE, "In", &["test-zone-1"])]}]}}},
             "status": {"phase": "Bound"}}));
             s.extra.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "test-pvc", "namespace": "default"},
+            "metadata": {"name": "test-pvc", "namespace": "default",
+                "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
             "spec": {"volumeName": "test-pv", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
             "status": {"phase": "Bound"}}));
             let mut p = s.pod(app, None, vec![c], json!({}));
