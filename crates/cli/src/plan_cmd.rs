@@ -153,6 +153,7 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
         + objs.nodes.len()
         + objs.daemonsets.len()
         + objs.nodeclaims.len()
+        + objs.pdbs.len()
         + v.claims.len()
         + v.volumes.len()
         + v.classes.len();

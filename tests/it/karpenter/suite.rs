@@ -400,6 +400,7 @@ pub fn cases() -> Vec<Scenario> {
     existing_nodes(&mut out);
     daemonsets(&mut out);
     volume_usage(&mut out);
+    deleting_nodes(&mut out);
     out
 }
 
@@ -2094,5 +2095,158 @@ fn defined_volume_name(s: &mut Session, present: bool) -> Result<(), String> {
         node(s, "p1").map(|_| ())
     } else {
         not_scheduled(s, "p1")
+    }
+}
+
+/// A pending pod requesting 100M of memory (the `Deleting Nodes` pods), owned by `owner`
+/// (`(kind, name)`), labelled `labels`.
+fn hundred_megs(s: &mut Session, owner: Option<(&str, &str)>, labels: Value) -> Value {
+    let mut p = sized(s, json!({"requests": {"memory": "100M"}}));
+    if let Some((kind, name)) = owner {
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind,
+            "name": name, "uid": format!("uid-{name}"), "controller": true, "blockOwnerDeletion": true}]);
+    }
+    if labels.as_object().is_some_and(|o| !o.is_empty()) {
+        p["metadata"]["labels"] = labels;
+    }
+    p
+}
+
+/// `cluster.MarkForDeletion`: the node is going (its deletion requested, held by the
+/// termination finalizer; Karpenter's disrupted taint on it).
+fn mark_for_deletion(s: &mut Session, node: &str) {
+    let n = node_mut(s, node);
+    n["metadata"]["deletionTimestamp"] = json!("2026-12-01T11:00:00Z");
+    n["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+    n["spec"]["taints"] = json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]);
+}
+
+/// `ExpectEvicted`: the bound pod is terminating (deletion requested, not yet gone).
+fn evicted(s: &mut Session, pod: &str) {
+    let p = s
+        .bound
+        .iter_mut()
+        .find(|p| p["metadata"]["name"] == pod)
+        .expect("the pod is bound");
+    p["metadata"]["deletionTimestamp"] = json!("2026-12-01T11:00:05Z");
+}
+
+/// One round for `pod`, its node marked for deletion, `then` applied, one more round with
+/// nothing pending: `nodes` small-instance-type nodes then.
+fn from_deleting_node(
+    s: &mut Session,
+    pod: Value,
+    then: fn(&mut Session),
+    nodes: usize,
+) -> Result<(), String> {
+    s.provision(&[pool(None, json!({}))], vec![pod]);
+    let n = node(s, "p1")?;
+    ensure(
+        s.label_of(&n, ITYPE).as_deref() == Some("small-instance-type"),
+        "p1 on small-instance-type",
+    )?;
+    mark_for_deletion(s, &n);
+    then(s);
+    s.provision(&[pool(None, json!({}))], vec![]);
+    nodes_launched(s, nodes)?;
+    for n in &s.nodes {
+        let name = n["metadata"]["name"].as_str().unwrap_or_default();
+        ensure(
+            s.label_of(name, ITYPE).as_deref() == Some("small-instance-type"),
+            format!("{name} is small-instance-type"),
+        )?;
+    }
+    Ok(())
+}
+
+/// `Deleting Nodes` (lines 4060–4316): pods of a node being deleted, planned for ahead of
+/// their eviction where they will come back.
+fn deleting_nodes(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_to(out, it, default_types, run);
+    add(
+        "should re-schedule pods from a deleting node when pods are active",
+        |s| {
+            let p = hundred_megs(s, None, json!({}));
+            from_deleting_node(s, p, |_| {}, 2)
+        },
+    );
+    add(
+        "should not re-schedule pods from a deleting node when pods are not active",
+        |s| {
+            let p = hundred_megs(s, None, json!({}));
+            from_deleting_node(s, p, |s| evicted(s, "p1"), 1)
+        },
+    );
+    add(
+        "should not re-schedule pods from a deleting node when pods are owned by a DaemonSet",
+        |s| {
+            let ds = daemonset(s, "ds", json!({}), json!({}));
+            // Karpenter's node: a NodeClaim's, small-instance-type, 32 CPUs allocatable.
+            s.node(
+                "deleting",
+                json!({"kubernetes.io/hostname": "deleting", "karpenter.sh/nodepool": "default",
+                    ITYPE: "small-instance-type", CT: "on-demand", ZONE: "test-zone-1a"}),
+                json!({"cpu": "32", "pods": "110"}),
+            );
+            claim_node(s, "deleting", json!([]), true);
+            label_initialized(s, "deleting");
+            bind_daemon_pod(s, &ds, json!({"memory": "100M"}), "deleting");
+            mark_for_deletion(s, "deleting");
+            evicted(s, "p1");
+            s.provision(&[pool(None, json!({}))], vec![]);
+            nodes_launched(s, 1)
+        },
+    );
+    add(
+        "should not reschedule pods from a deleting node when pods are not active and they are owned by a ReplicaSet",
+        |s| {
+            let p = hundred_megs(s, Some(("ReplicaSet", "rs")), json!({}));
+            from_deleting_node(s, p, |s| evicted(s, "p1"), 1)
+        },
+    );
+    add(
+        "should reschedule pods from a deleting node when pods are not active and they are owned by a StatefulSet",
+        |s| {
+            let p = hundred_megs(s, Some(("StatefulSet", "ss")), json!({}));
+            from_deleting_node(s, p, |s| evicted(s, "p1"), 2)
+        },
+    );
+    let pdb = |name: &str, field: &str, value: Value| {
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"test": "test"}}, field: value}})
+    };
+    let entries: [(&'static str, Vec<Value>); 4] = [
+        (
+            "should not reschedule pods from a deleting node when pods are blocked due to fully blocking PDBs (0 max unavailable)",
+            vec![pdb("pdb", "maxUnavailable", json!(0))],
+        ),
+        (
+            "should not reschedule pods from a deleting node when pods are blocked due to fully blocking PDBs (0% max unavailable)",
+            vec![pdb("pdb", "maxUnavailable", json!("0%"))],
+        ),
+        (
+            "should not reschedule pods from a deleting node when pods are blocked due to fully blocking PDBs (100% min available)",
+            vec![pdb("pdb", "minAvailable", json!("100%"))],
+        ),
+        (
+            "should not reschedule pods from a deleting node when pods are blocked due to fully blocking PDBs (multiple PDBs on the same pod)",
+            vec![
+                pdb("pdb-1", "minAvailable", json!("100%")),
+                pdb("pdb-2", "minAvailable", json!("100%")),
+            ],
+        ),
+    ];
+    for (it, pdbs) in entries {
+        out.push(Scenario {
+            file: SUITE,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let s = &mut Session::new(dir, default_types());
+                let p = hundred_megs(s, None, json!({"test": "test"}));
+                s.extra.extend(pdbs.iter().cloned());
+                from_deleting_node(s, p, |_| {}, 1)
+            }),
+        });
     }
 }
