@@ -72,6 +72,19 @@ pub fn with_volumes(
     out
 }
 
+/// Why a pending pod gets no node of its own, as the controller decides: a DaemonSet's pod
+/// (the DaemonSet controller places it on the node it is for; the DaemonSet costs every node
+/// it runs on instead) or a static pod (its node's kubelet runs it).
+fn not_planned(p: &Pod) -> Option<&'static str> {
+    if p.is_daemonset_pod() {
+        Some("a DaemonSet's pod: its DaemonSet is counted on every node it runs on")
+    } else if p.owner_kind.as_deref() == Some("Node") {
+        Some("a static pod: its node's kubelet runs it")
+    } else {
+        None
+    }
+}
+
 /// Reads pending pods and any PersistentVolumeClaims, PersistentVolumes and StorageClasses
 /// from a file.
 pub fn read_pods_and_volumes(
@@ -87,6 +100,10 @@ pub fn read_pods_and_volumes(
     let mut pending = Vec::new();
     for p in objs.pods {
         if p.is_pending() {
+            if let Some(why) = not_planned(&p) {
+                tracing::warn!("{path}: pod {}: not planned ({why})", p.key());
+                continue;
+            }
             pending.push(Arc::new(p));
         } else {
             tracing::warn!(
@@ -165,9 +182,16 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
         daemonsets: objs.daemonsets,
         ..Default::default()
     };
+    for ds in &mut snap.daemonsets {
+        capstan_model::convert::daemonset_requests_from_pods(ds, &objs.pods);
+    }
     let mut pending = Vec::new();
     for p in objs.pods {
         if p.is_pending() {
+            if let Some(why) = not_planned(&p) {
+                tracing::warn!("{path}: pod {}: not planned ({why})", p.key());
+                continue;
+            }
             pending.push(Arc::new(p));
         } else if p.is_active() {
             snap.pods.push(Arc::new(p));
@@ -208,7 +232,28 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
             .get(capstan_model::labels::INSTANCE_TYPE)
             .and_then(|t| catalog.get(t))
         else {
-            tracing::warn!("{path}: nodeclaim {name}: skipped (no known instance-type label yet)");
+            // Not launched yet, or of a type the catalog does not know: it takes no pods, but
+            // what its status says it has counts against its NodePool's limits (Karpenter
+            // counts a NodeClaim from its launch).
+            let claim = capstan_model::NodeClaim::from_object(&nc, 0.0)
+                .map_err(|e| InputError(format!("{path}: nodeclaim {name}: {e}")))?;
+            let capacity = if claim.status.capacity.is_zero() {
+                &claim.status.allocatable
+            } else {
+                &claim.status.capacity
+            };
+            match labels.get(capstan_model::labels::NODEPOOL) {
+                Some(pool) if !capacity.is_zero() && !claim.deleting() => {
+                    snap.counted.push((pool.clone(), capacity.clone()));
+                    tracing::warn!(
+                        "{path}: nodeclaim {name}: takes no pods (no known instance-type label \
+                         yet); its capacity counts against NodePool {pool}'s limits"
+                    );
+                }
+                _ => tracing::warn!(
+                    "{path}: nodeclaim {name}: skipped (no known instance-type label yet)"
+                ),
+            }
             continue;
         };
         let mut l = t.labels.clone();

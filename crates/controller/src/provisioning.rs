@@ -197,7 +197,7 @@ async fn keep_static_pools<A: ClusterApi, C: CloudProvider>(cx: &mut Ctx<'_, A, 
     let pools: Vec<capstan_model::NodePool> = cx
         .cache()
         .nodepools()
-        .filter(|p| p.replicas.is_some())
+        .filter(|p| p.replicas.is_some() && !p.deleting)
         .map(|p| capstan_model::NodePool::clone(p))
         .collect();
     for pool in pools {

@@ -799,6 +799,25 @@ pub fn daemonset(
     Ok(p)
 }
 
+/// What a DaemonSet costs a node, as Karpenter reckons it: its template's constraints, with
+/// the requests of one of its pods where one exists (what a LimitRange or a mutating webhook
+/// made of the template's).
+pub fn daemonset_requests_from_pods<'p>(
+    template: &mut Pod,
+    pods: impl IntoIterator<Item = &'p Pod>,
+) {
+    let own = pods.into_iter().find(|p| {
+        p.is_active()
+            && p.is_daemonset_pod()
+            && p.namespace == template.namespace
+            && p.owner_name.is_some()
+            && p.owner_name == template.owner_name
+    });
+    if let Some(p) = own {
+        template.requests = p.requests.clone();
+    }
+}
+
 /// Whether a taint key is the disrupted taint (either spelling).
 pub fn is_disrupted_taint(key: &str) -> bool {
     key == labels::DISRUPTED_TAINT || key == labels::KARPENTER_DISRUPTED_TAINT
@@ -944,6 +963,45 @@ mod tests {
         let n = node.before_initialization(&[], &expected);
         assert_eq!(n.allocatable.get("nvidia.com/gpu"), 1);
         assert_eq!(n.allocatable.cpu, 3920, "what the node reports stands");
+    }
+
+    #[test]
+    fn a_daemonset_costs_what_its_pods_request_where_one_exists() {
+        let ds = |name: &str, cpu: i64| Pod {
+            namespace: "kube-system".into(),
+            name: name.into(),
+            owner_kind: Some("DaemonSet".into()),
+            owner_name: Some(name.into()),
+            requests: Resources {
+                cpu,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let pod = |ns: &str, owner: &str, kind: &str, cpu: i64| Pod {
+            namespace: ns.into(),
+            name: format!("{owner}-x"),
+            owner_kind: Some(kind.into()),
+            owner_name: Some(owner.into()),
+            requests: Resources {
+                cpu,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        // (pods, cpu the DaemonSet "agent" costs)
+        let cases = [
+            (vec![], 4000),
+            (vec![pod("kube-system", "agent", "DaemonSet", 2000)], 2000),
+            (vec![pod("default", "agent", "DaemonSet", 2000)], 4000),
+            (vec![pod("kube-system", "other", "DaemonSet", 2000)], 4000),
+            (vec![pod("kube-system", "agent", "ReplicaSet", 2000)], 4000),
+        ];
+        for (pods, want) in cases {
+            let mut t = ds("agent", 4000);
+            daemonset_requests_from_pods(&mut t, &pods);
+            assert_eq!(t.requests.cpu, want, "{pods:?}");
+        }
     }
 
     #[test]

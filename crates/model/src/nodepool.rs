@@ -243,6 +243,9 @@ pub struct NodePool {
     /// What the NodePool asks for that capstan reads but does not do, and what it does
     /// instead — one sentence each, for the NodePool's status and an Event.
     pub unsupported: Vec<String>,
+    /// Its deletion is requested (`metadata.deletionTimestamp`; a finalizer holds it): it
+    /// launches nothing more, as Karpenter ignores a deleting NodePool.
+    pub deleting: bool,
     pub spec: NodePoolSpec,
 }
 
@@ -491,6 +494,11 @@ impl NodePool {
                 .is_some_and(|v| v == "true"),
             replicas,
             unsupported,
+            deleting: obj
+                .metadata
+                .other
+                .get("deletionTimestamp")
+                .is_some_and(|v| !v.is_null()),
             spec: spec.clone(),
         })
     }

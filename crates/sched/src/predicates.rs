@@ -47,14 +47,23 @@ pub fn daemon_overhead(pool: &NodePool, daemonsets: &[Pod]) -> Resources {
         }
     }
     for ds in daemonsets {
-        let mut reqs = ds.node_selector.clone();
-        if let Some(t) = ds.required_terms.first() {
-            reqs.add_all(t);
+        // Required node-affinity terms are ORed: one the pool can meet is enough.
+        let mut alternatives: Vec<Requirements> = ds
+            .required_terms
+            .iter()
+            .map(|t| {
+                let mut reqs = ds.node_selector.clone();
+                reqs.add_all(t);
+                reqs
+            })
+            .collect();
+        if alternatives.is_empty() {
+            alternatives.push(ds.node_selector.clone());
         }
         if untolerated(&pool.taints, &ds.tolerations, false).is_none()
-            && template
-                .compatible(&reqs, Undefined::AllowWellKnown)
-                .is_ok()
+            && alternatives
+                .iter()
+                .any(|reqs| template.compatible(reqs, Undefined::AllowWellKnown).is_ok())
         {
             o.add(&ds.requests);
         }

@@ -261,7 +261,7 @@ impl<'a> Solver<'a> {
         // NodePools by weight (heaviest first), then name. A static NodePool (`replicas`)
         // launches for no pod.
         let mut pool_order: Vec<usize> = (0..pools.len())
-            .filter(|&p| pools[p].replicas.is_none())
+            .filter(|&p| pools[p].replicas.is_none() && !pools[p].deleting)
             .collect();
         pool_order.sort_by(|&a, &b| {
             pools[b]
@@ -326,7 +326,8 @@ impl<'a> Solver<'a> {
                 options: Vec::new(),
                 pods: Vec::new(),
                 ports: Vec::new(),
-                closed: n.unschedulable,
+                // Cordoned, or going (Karpenter leaves deleting nodes out).
+                closed: n.unschedulable || n.deleting,
                 reserved: Resources::new(),
             });
         }
@@ -1092,11 +1093,18 @@ impl<'a> Solver<'a> {
         if self.pool_order.is_empty() {
             parts.push("no NodePool to launch from".into());
         }
-        for pool in self.input.nodepools.iter().filter(|p| p.replicas.is_some()) {
-            parts.push(format!(
-                "nodepool {}: static (replicas), launches for no pod",
-                pool.name
-            ));
+        for pool in self.input.nodepools.iter() {
+            if pool.deleting {
+                parts.push(format!(
+                    "nodepool {}: being deleted, launches nothing",
+                    pool.name
+                ));
+            } else if pool.replicas.is_some() {
+                parts.push(format!(
+                    "nodepool {}: static (replicas), launches for no pod",
+                    pool.name
+                ));
+            }
         }
         for &p in &self.pool_order {
             let pool = &self.input.nodepools[p];

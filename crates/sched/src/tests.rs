@@ -459,6 +459,36 @@ fn daemonsets_requiring_the_registered_or_initialized_label_count_on_new_nodes()
 }
 
 #[test]
+fn a_daemonset_counts_on_a_pool_that_meets_any_of_its_node_affinity_terms() {
+    let mut w = World::new();
+    w.pools = vec![pool(
+        json!({"template": {"metadata": {"labels": {"foo": "bar"}}, "spec": {}}}),
+    )];
+    let terms = |values: &[&str]| -> Value {
+        values
+            .iter()
+            .map(|v| json!({"matchExpressions": [{"key": "foo", "operator": "In", "values": [v]}]}))
+            .collect()
+    };
+    // (terms, overhead counted)
+    for (t, counted) in [
+        (terms(&["voo", "bar"]), true),
+        (terms(&["voo", "zoo"]), false),
+    ] {
+        w.snapshot.daemonsets = vec![pod(
+            "ds",
+            500,
+            128,
+            json!({}),
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": t}}}}),
+        )];
+        let plan = w.solve(&[plain("a", 1000, 512)]);
+        let want = if counted { 1500 } else { 1000 };
+        assert_eq!(plan.new_claims[0].requests.cpu, want, "{t}");
+    }
+}
+
+#[test]
 fn a_pods_volume_zone_places_its_new_node_but_its_topology_spread_still_counts_every_zone() {
     let in_zone = |z: &str| {
         [capstan_model::Requirement::in_values(ZONE, [z.to_string()])]
@@ -522,6 +552,34 @@ fn a_static_nodepool_launches_for_no_pod_but_its_nodes_take_pods() {
     ));
     let plan = w.solve(&[plain("a", 500, 512)]);
     assert_eq!(placement(&plan, 1), vec!["fixed-1".to_string()]);
+}
+
+#[test]
+fn a_deleting_nodepool_launches_nothing_and_a_deleting_node_takes_no_pods() {
+    let mut w = World::new();
+    let obj: NodePoolObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "going", "deletionTimestamp": "2026-12-01T10:00:00Z",
+            "finalizers": ["example.com/hold"]},
+        "spec": {"template": {"spec": {"requirements": []}}}
+    }))
+    .unwrap();
+    w.pools = vec![NodePool::compile(&obj).unwrap()];
+    assert!(w.pools[0].deleting);
+    let plan = w.solve(&[plain("a", 500, 512)]);
+    assert!(plan.new_claims.is_empty());
+    assert_eq!(
+        reason(&plan, 0),
+        "no NodePool to launch from; nodepool going: being deleted, launches nothing"
+    );
+    // A node going (held by its finalizer) with room takes no pod; a new node does.
+    let mut w = World::new();
+    let mut n = node("going-1", ZONES[0], 4, 16, json!({}));
+    n.deleting = true;
+    w.snapshot.nodes.push(n);
+    let plan = w.solve(&[plain("a", 500, 512)]);
+    assert!(plan.existing.is_empty(), "{plan:#?}");
+    assert_eq!(plan.new_claims.len(), 1);
 }
 
 #[test]

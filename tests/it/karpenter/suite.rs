@@ -6,6 +6,8 @@ use super::topology::{
 };
 use super::*;
 
+pub mod provisioning;
+
 pub const SUITE: &str = "pkg/controllers/provisioning/scheduling/suite_test.go";
 
 const ZONE: &str = "topology.kubernetes.io/zone";

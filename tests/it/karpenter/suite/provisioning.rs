@@ -1,0 +1,732 @@
+//! `pkg/controllers/provisioning/suite_test.go`: the provisioner's own suite, over the same
+//! fake instance types as the scheduling suite (`fake.NewCloudProvider`) and `test.NodePool()`
+//! (no requirements: every capacity type, architecture and OS its types offer).
+
+use super::*;
+
+pub const PROVISIONING: &str = "pkg/controllers/provisioning/suite_test.go";
+
+/// Its of this file `capstan plan` cannot be asked, with the reason.
+pub const NOT_RUN: &[(&str, &str)] = &[
+    (
+        "Batcher: 3 Its",
+        "the batching window is queue mechanics (capstan's controller batches on its own idle \
+         and maximum durations, tested in controller::provisioning)",
+    ),
+    (
+        "terminationGracePeriod: 3 Its",
+        "the global default is a Karpenter operator option capstan's NodeClaims take from the \
+         NodePool only (tested in controller::provisioning)",
+    ),
+    (
+        "should mark podHealthyNodePoolScheduledTime (2 Its)",
+        "cluster-state timestamps for Karpenter's metrics",
+    ),
+    (
+        "should not use a different NodePool hash on the NodeClaim if the NodePool changes during scheduling",
+        "Karpenter's Schedule/CreateNodeClaims split within one pass",
+    ),
+];
+
+fn add_prov(out: &mut Vec<Scenario>, it: &'static str, types: fn() -> Vec<FakeType>, run: Body) {
+    out.push(Scenario {
+        file: PROVISIONING,
+        it,
+        run: Box::new(move |dir: &PathBuf| run(&mut Session::new(dir, types()))),
+    });
+}
+
+/// `test.NodePool()`: no requirements.
+fn any_pool() -> Value {
+    nodepool("default", vec![])
+}
+
+/// `test.NodePool()` with `spec.limits`.
+fn limited_pool(limits: Value) -> Value {
+    let mut p = any_pool();
+    p["spec"]["limits"] = limits;
+    p
+}
+
+/// The default types plus `AddInstanceResources`' three: `example` (here `example-<cpu>`), arch
+/// `arch`, linux, one spot offering in test-zone-1 at the fake price, 10/4Gi, 11/5Gi, 12/6Gi.
+fn with_examples() -> Vec<FakeType> {
+    let mut v = default_types();
+    for (cpu, mem) in [(10.0, 4.0), (11.0, 5.0), (12.0, 6.0)] {
+        v.push(
+            FakeType::new(&format!("example-{cpu}"), "arch", cpu, mem).offering(
+                "spot",
+                "test-zone-1",
+                fake_price(cpu, mem),
+            ),
+        );
+    }
+    v
+}
+
+fn scheduled_on(s: &Session, pod: &str, itype: &str) -> Result<(), String> {
+    let got = type_of(s, pod)?;
+    ensure(
+        got == itype,
+        format!("{pod} on {got}, Karpenter expects {itype}"),
+    )
+}
+
+/// A pod with container `requests` (= limits) and `init` containers, each (cpu, memory,
+/// restartPolicy Always: a sidecar).
+fn with_init(s: &mut Session, requests: (&str, &str), init: &[(&str, &str, bool)]) -> Value {
+    let r = |cpu: &str, mem: &str| json!({"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}});
+    let mut p = sized(s, r(requests.0, requests.1));
+    p["spec"]["initContainers"] = init
+        .iter()
+        .enumerate()
+        .map(|(i, (cpu, mem, sidecar))| {
+            let mut c =
+                json!({"name": format!("init-{i}"), "image": "pause", "resources": r(cpu, mem)});
+            if *sidecar {
+                c["restartPolicy"] = json!("Always");
+            }
+            c
+        })
+        .collect();
+    p
+}
+
+/// Two pods that repel each other by hostname, 1.5 CPU each (`Resource Limits`).
+fn repelling(s: &mut Session) -> Value {
+    let mut p = sized(s, json!({"requests": {"cpu": "1.5"}}));
+    p["metadata"]["labels"] = json!({"app": "foo"});
+    p["spec"]["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "foo"}}, "topologyKey": "kubernetes.io/hostname"}]}});
+    p
+}
+
+pub fn cases() -> Vec<Scenario> {
+    let mut out = Vec::new();
+    let mut add = |it, run: Body| add_prov(&mut out, it, default_types, run);
+    add("should provision nodes", |s| {
+        let p = bare(s);
+        s.provision(&[any_pool()], vec![p]);
+        nodes_launched(s, 1)?;
+        node(s, "p1").map(|_| ())
+    });
+    add("Should provision nodes for multiple pods", |s| {
+        let pods = (0..100).map(|_| bare(s)).collect();
+        s.provision(&[any_pool()], pods);
+        ensure(!s.nodes.is_empty(), "nodes launched")?;
+        for i in 1..=100 {
+            node(s, &format!("p{i}"))?;
+        }
+        Ok(())
+    });
+    add("should ignore NodePools that are deleting", |s| {
+        let mut pool = any_pool();
+        pool["metadata"]["deletionTimestamp"] = json!("2026-12-01T10:00:00Z");
+        pool["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+        let p = bare(s);
+        s.provision(&[pool], vec![p]);
+        nodes_launched(s, 0)?;
+        not_scheduled(s, "p1")
+    });
+    add(
+        "should mark pod as unschedulable if there are no valid nodepools",
+        |s| {
+            let mut pool = any_pool();
+            pool["metadata"]["deletionTimestamp"] = json!("2026-12-01T10:00:00Z");
+            pool["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+            let p = bare(s);
+            s.provision(&[pool], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should provision nodes for pods with supported node selectors",
+        |s| {
+            let ok = [
+                ("karpenter.sh/nodepool", "default"),
+                (ZONE, "test-zone-1"),
+                (ITYPE, "default-instance-type"),
+                ("kubernetes.io/arch", "arm64"),
+                ("kubernetes.io/os", "linux"),
+            ];
+            let pods = ok
+                .iter()
+                .map(|(k, v)| selecting(s, json!({ *k: v })))
+                .collect();
+            s.provision(&[any_pool()], pods);
+            for i in 1..=ok.len() {
+                node(s, &format!("p{i}"))?;
+            }
+            let bad = [
+                ("karpenter.sh/nodepool", "unknown"),
+                (ZONE, "unknown"),
+                (ITYPE, "unknown"),
+                ("kubernetes.io/arch", "unknown"),
+                ("kubernetes.io/os", "unknown"),
+                (CT, "unknown"),
+                ("foo", "bar"),
+            ];
+            let pods = bad
+                .iter()
+                .map(|(k, v)| selecting(s, json!({ *k: v })))
+                .collect();
+            s.provision(&[any_pool()], pods);
+            for i in ok.len() + 1..=ok.len() + bad.len() {
+                not_scheduled(s, &format!("p{i}"))?;
+            }
+            Ok(())
+        },
+    );
+    add(
+        "should provision nodes for pods with supported node affinities",
+        |s| {
+            let ok = [
+                ("karpenter.sh/nodepool", "default"),
+                (ZONE, "test-zone-1"),
+                (ITYPE, "default-instance-type"),
+                ("kubernetes.io/arch", "arm64"),
+                ("kubernetes.io/os", "linux"),
+            ];
+            let pods = ok
+                .iter()
+                .map(|(k, v)| requiring(s, json!([req(k, "In", &[v])])))
+                .collect();
+            s.provision(&[any_pool()], pods);
+            for i in 1..=ok.len() {
+                node(s, &format!("p{i}"))?;
+            }
+            let bad = [
+                ("karpenter.sh/nodepool", "unknown"),
+                (ZONE, "unknown"),
+                (ITYPE, "unknown"),
+                ("kubernetes.io/arch", "unknown"),
+                ("kubernetes.io/os", "unknown"),
+                (CT, "unknown"),
+                ("foo", "bar"),
+            ];
+            let pods = bad
+                .iter()
+                .map(|(k, v)| requiring(s, json!([req(k, "In", &[v])])))
+                .collect();
+            s.provision(&[any_pool()], pods);
+            for i in ok.len() + 1..=ok.len() + bad.len() {
+                not_scheduled(s, &format!("p{i}"))?;
+            }
+            Ok(())
+        },
+    );
+    add("should provision nodes for accelerators", |s| {
+        let a = sized(s, json!({"limits": {"fake.com/vendor-a": "1"}}));
+        let b = sized(s, json!({"limits": {"fake.com/vendor-b": "1"}}));
+        s.provision(&[any_pool()], vec![a, b]);
+        node(s, "p1")?;
+        node(s, "p2").map(|_| ())
+    });
+    add("should provision multiple nodes when maxPods is set", |s| {
+        let pool = nodepool(
+            "default",
+            vec![req(ITYPE, "In", &["single-pod-instance-type"])],
+        );
+        let pods = (0..3).map(|_| bare(s)).collect();
+        s.provision(&[pool], pods);
+        nodes_launched(s, 3)?;
+        on_distinct_nodes(s, &["p1", "p2", "p3"], 3)
+    });
+    add(
+        "should schedule all pods on one inflight node when node is in deleting state",
+        |s| {
+            // `test.Node` of the NodePool, of the first type, held by the termination finalizer
+            // and deleted, with three pods bound.
+            unowned_node(s, "old", json!({"cpu": "4", "memory": "4Gi", "pods": "5"}));
+            let n = node_mut(s, "old");
+            n["metadata"]["labels"]["karpenter.sh/nodepool"] = json!("default");
+            n["metadata"]["labels"][ITYPE] = json!("default-instance-type");
+            n["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+            n["metadata"]["deletionTimestamp"] = json!("2026-12-01T11:00:00Z");
+            for _ in 0..3 {
+                let p = bare(s);
+                s.bind(p, "old", "Running");
+            }
+            let pods = vec![bare(s), bare(s)];
+            s.provision(&[any_pool()], pods);
+            nodes_launched(s, 2)?;
+            for p in ["p4", "p5"] {
+                ensure(
+                    node(s, p)? != "old",
+                    format!("{p} not on the deleting node"),
+                )?;
+            }
+            Ok(())
+        },
+    );
+    let mut add = |it, run: Body| add_prov(&mut out, it, with_examples, run);
+    add(
+        "should schedule based on the max resource requests of containers and initContainers with sidecar containers when initcontainer comes first",
+        |s| {
+            let p = with_init(
+                s,
+                ("6", "2Gi"),
+                &[("10", "4Gi", false), ("4.9", "2.9Gi", true)],
+            );
+            s.provision(&[any_pool()], vec![p]);
+            scheduled_on(s, "p1", "example-11")
+        },
+    );
+    add(
+        "should schedule based on the max resource requests of containers and initContainers with sidecar containers when sidecar container comes first and init container resources are smaller than container resources",
+        |s| {
+            let p = with_init(
+                s,
+                ("6", "2Gi"),
+                &[("4.9", "2.9Gi", true), ("5", "1Gi", false)],
+            );
+            s.provision(&[any_pool()], vec![p]);
+            scheduled_on(s, "p1", "example-11")
+        },
+    );
+    add(
+        "should schedule based on the max resource requests of containers and initContainers with sidecar containers when sidecar container comes first and init container resources are bigger than container resources",
+        |s| {
+            let p = with_init(
+                s,
+                ("5", "1Gi"),
+                &[("4.9", "2.9Gi", true), ("6", "2Gi", false)],
+            );
+            s.provision(&[any_pool()], vec![p]);
+            scheduled_on(s, "p1", "example-11")
+        },
+    );
+    add(
+        "should schedule based on the pod level resources requests",
+        |s| {
+            let mut p = with_init(s, ("5", "1Gi"), &[("6", "2Gi", false), ("4", "2Gi", true)]);
+            p["spec"]["resources"] = json!({"requests": {"cpu": "9.9", "memory": "3.9Gi"},
+                "limits": {"cpu": "10", "memory": "4Gi"}});
+            s.provision(&[any_pool()], vec![p]);
+            scheduled_on(s, "p1", "example-10")
+        },
+    );
+    let mut add = |it, run: Body| add_prov(&mut out, it, default_types, run);
+    add("should not schedule when limits are exceeded", |s| {
+        // A NodeClaim of the pool, launched with 100 CPUs, not registered yet.
+        s.extra.push(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "launched", "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []},
+            "status": {"capacity": {"cpu": "100"}}}));
+        let p = bare(s);
+        s.provision(&[limited_pool(json!({"cpu": "20"}))], vec![p]);
+        not_scheduled(s, "p1")
+    });
+    add("should schedule if limits would be met", |s| {
+        let p = sized(s, json!({"requests": {"cpu": "1.75"}}));
+        s.provision(&[limited_pool(json!({"cpu": "2"}))], vec![p]);
+        node(s, "p1").map(|_| ())
+    });
+    add(
+        "should partially schedule if limits would be exceeded",
+        |s| {
+            let pods = vec![repelling(s), repelling(s)];
+            s.provision(&[limited_pool(json!({"cpu": "3"}))], pods);
+            let placed = ["p1", "p2"]
+                .iter()
+                .filter(|p| s.node_of(p).is_some())
+                .count();
+            ensure(
+                placed == 1,
+                format!("{placed} of 2 scheduled, Karpenter expects 1"),
+            )
+        },
+    );
+    add("should not schedule if limits would be exceeded", |s| {
+        let p = sized(s, json!({"requests": {"cpu": "2.1"}}));
+        s.provision(&[limited_pool(json!({"cpu": "2"}))], vec![p]);
+        not_scheduled(s, "p1")
+    });
+    add(
+        "should not schedule if limits would be exceeded (GPU)",
+        |s| {
+            let p = sized(s, json!({"limits": {"fake.com/vendor-a": "1"}}));
+            s.provision(&[limited_pool(json!({"pods": "1"}))], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not schedule to a nodepool after a scheduling round if limits would be exceeded",
+        |s| {
+            let pool = limited_pool(json!({"cpu": "2"}));
+            let p = sized(s, json!({"requests": {"cpu": "1.75"}}));
+            s.provision(std::slice::from_ref(&pool), vec![p]);
+            node(s, "p1")?;
+            let p = sized(s, json!({"requests": {"cpu": "1.75"}}));
+            s.provision(&[pool], vec![p]);
+            not_scheduled(s, "p2")
+        },
+    );
+    add(
+        "should not schedule if limits would be exceeded (node)",
+        |s| {
+            let pool = limited_pool(json!({"nodes": "2"}));
+            for i in 1..=2 {
+                let p = repelling(s);
+                s.provision(std::slice::from_ref(&pool), vec![p]);
+                node(s, &format!("p{i}"))?;
+            }
+            let p = repelling(s);
+            s.provision(&[pool], vec![p]);
+            not_scheduled(s, "p3")
+        },
+    );
+    daemonsets(&mut out);
+    out
+}
+
+/// The node `pod` is on has Karpenter's capacity `cpu` CPUs and `mem_gib` GiB (the type's).
+fn capacity_is(s: &Session, pod: &str, cpu: f64, mem_gib: f64) -> Result<(), String> {
+    let t = type_of(s, pod)?;
+    let ft = s
+        .types
+        .iter()
+        .find(|f| f.name == t)
+        .ok_or(format!("{t} is not a catalog type"))?;
+    ensure(
+        ft.cpu == cpu && ft.mem_gib == mem_gib,
+        format!(
+            "{pod} on {t} ({} CPU, {} GiB), Karpenter expects {cpu} CPU and {mem_gib} GiB",
+            ft.cpu, ft.mem_gib
+        ),
+    )
+}
+
+fn cpu_mem(cpu: &str, mem: &str) -> Value {
+    json!({"cpu": cpu, "memory": mem})
+}
+
+/// A pending pod requesting 1 CPU and 1Gi (most `Daemonsets` Its).
+fn one_one(s: &mut Session) -> Value {
+    sized(s, json!({"requests": cpu_mem("1", "1Gi")}))
+}
+
+fn required(reqs: Value) -> Value {
+    json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{"matchExpressions": reqs}]}}}})
+}
+
+/// A DaemonSet whose pods use host port `port`.
+fn ds_with_port(s: &mut Session, name: &str, requests: Value, port: i64, spec: Value) {
+    let mut spec = spec;
+    spec["containers"] = json!([{"name": "c", "image": "pause", "resources": {"requests": requests},
+        "ports": [{"containerPort": port, "hostPort": port}]}]);
+    daemonset(s, name, json!({}), spec);
+}
+
+/// A pod of DaemonSet `ds` that exists but is not bound (`test.UnschedulablePod` owned by
+/// it): its requests, not the template's, are what the DaemonSet costs a node.
+fn daemon_pod(s: &mut Session, ds: &Value, requests: Value, spec: Value) -> Value {
+    let mut p = sized(s, json!({ "requests": requests }));
+    let name = ds["metadata"]["name"].as_str().unwrap_or_default();
+    p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "name": name, "uid": ds["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]);
+    for (k, v) in spec.as_object().into_iter().flatten() {
+        p["spec"][k] = v.clone();
+    }
+    p
+}
+
+/// `Daemonsets` (lines 934–1526).
+fn daemonsets(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_prov(out, it, default_types, run);
+    add("should account for daemonsets", |s| {
+        daemonset(s, "ds", cpu_mem("2", "2Gi"), json!({}));
+        let p = one_one(s);
+        s.provision(&[any_pool()], vec![p]);
+        capacity_is(s, "p1", 4.0, 4.0)
+    });
+    add("should account for daemonset hostports", |s| {
+        ds_with_port(s, "ds", cpu_mem("2", "2Gi"), 8080, json!({}));
+        let mut p = one_one(s);
+        p["spec"]["containers"][0]["ports"] = json!([{"containerPort": 8080, "hostPort": 8080}]);
+        s.provision(&[any_pool()], vec![p]);
+        not_scheduled(s, "p1")?;
+        nodes_launched(s, 0)
+    });
+    add("should account for daemonsets (with startup taint)", |s| {
+        let mut pool = any_pool();
+        pool["spec"]["template"]["spec"]["startupTaints"] =
+            json!([{"key": "foo.com/taint", "effect": "NoSchedule"}]);
+        daemonset(s, "ds", cpu_mem("2", "2Gi"), json!({}));
+        let p = one_one(s);
+        s.provision(&[pool], vec![p]);
+        capacity_is(s, "p1", 4.0, 4.0)
+    });
+    add(
+        "should not schedule if daemonset overhead is too large",
+        |s| {
+            daemonset(s, "ds", cpu_mem("10000", "10000Gi"), json!({}));
+            let p = bare(s);
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should account for overhead using daemonset pod spec instead of daemonset spec",
+        |s| {
+            let ds = daemonset(s, "ds", cpu_mem("4", "4Gi"), json!({}));
+            let dp = daemon_pod(s, &ds, cpu_mem("2", "2Gi"), json!({}));
+            s.extra.push(dp);
+            let p = selecting(s, json!({"karpenter.sh/nodepool": "default"}));
+            let mut p = p;
+            p["spec"]["containers"][0]["resources"] = json!({"requests": cpu_mem("1", "1Gi")});
+            s.provision(&[any_pool()], vec![p]);
+            capacity_is(s, "p2", 4.0, 4.0)
+        },
+    );
+    add(
+        "should not schedule if resource requests are not defined and limits (requests) are too large",
+        |s| {
+            let p = sized(
+                s,
+                json!({"limits": cpu_mem("10000", "10000Gi"), "requests": {"cpu": "1"}}),
+            );
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule based on the max resource requests of containers and initContainers",
+        |s| {
+            let mut p = sized(
+                s,
+                json!({"limits": cpu_mem("10000", "1Gi"), "requests": {"cpu": "1"}}),
+            );
+            p["spec"]["initContainers"] = json!([{"name": "init", "image": "pause",
+                "resources": {"limits": cpu_mem("10000", "3Gi"), "requests": {"cpu": "3"}}}]);
+            s.provision(&[any_pool()], vec![p]);
+            capacity_is(s, "p1", 4.0, 4.0)
+        },
+    );
+    add(
+        "should not schedule if combined max resources are too large for any node",
+        |s| {
+            let mut p = sized(
+                s,
+                json!({"limits": cpu_mem("10000", "1Gi"), "requests": {"cpu": "1"}}),
+            );
+            p["spec"]["initContainers"] = json!([{"name": "init", "image": "pause",
+                "resources": {"limits": cpu_mem("10000", "10000Gi"), "requests": {"cpu": "1"}}}]);
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not schedule if initContainer resources are too large",
+        |s| {
+            let mut p = bare(s);
+            p["spec"]["initContainers"] = json!([{"name": "init", "image": "pause",
+            "resources": {"requests": cpu_mem("10000", "10000Gi")}}]);
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should be able to schedule pods if resource requests and limits are not defined",
+        |s| {
+            let p = bare(s);
+            s.provision(&[any_pool()], vec![p]);
+            node(s, "p1").map(|_| ())
+        },
+    );
+    add(
+        "should ignore daemonsets without matching tolerations",
+        |s| {
+            let mut pool = any_pool();
+            pool["spec"]["template"]["spec"]["taints"] =
+                json!([{"key": "foo", "value": "bar", "effect": "NoSchedule"}]);
+            daemonset(s, "ds", cpu_mem("2", "2Gi"), json!({}));
+            let mut p = one_one(s);
+            p["spec"]["tolerations"] = json!([{"operator": "Exists"}]);
+            s.provision(&[pool], vec![p]);
+            capacity_is(s, "p1", 2.0, 2.0)
+        },
+    );
+    add("should ignore daemonsets with an invalid selector", |s| {
+        daemonset(
+            s,
+            "ds",
+            cpu_mem("2", "2Gi"),
+            json!({"nodeSelector": {"node": "invalid"}}),
+        );
+        let p = one_one(s);
+        s.provision(&[any_pool()], vec![p]);
+        capacity_is(s, "p1", 2.0, 2.0)
+    });
+    add(
+        "should ignore daemonsets when no instance types meet the daemonset requirements",
+        |s| {
+            daemonset(
+                s,
+                "ds",
+                cpu_mem("2", "2Gi"),
+                required(json!([req(ITYPE, "In", &["non-existent-instance-type"])])),
+            );
+            let p = one_one(s);
+            s.provision(&[any_pool()], vec![p]);
+            capacity_is(s, "p1", 2.0, 2.0)
+        },
+    );
+    add(
+        "should account for daemonsets with a custom label nodeSelector that matches the nodepool",
+        |s| {
+            let mut pool = any_pool();
+            pool["spec"]["template"]["metadata"] = json!({"labels": {"purpose": "monitoring"}});
+            daemonset(
+                s,
+                "ds",
+                cpu_mem("2", "2Gi"),
+                json!({"nodeSelector": {"purpose": "monitoring"}}),
+            );
+            let p = one_one(s);
+            s.provision(&[pool], vec![p]);
+            capacity_is(s, "p1", 4.0, 4.0)
+        },
+    );
+    add(
+        "should filter out daemonsets based on instance type requirements",
+        |s| {
+            daemonset(
+                s,
+                "small",
+                json!({"cpu": "1"}),
+                required(json!([req("size", "In", &["small"])])),
+            );
+            daemonset(
+                s,
+                "large",
+                json!({"cpu": "10"}),
+                required(json!([req("size", "In", &["large"])])),
+            );
+            let p = one_one(s);
+            s.provision(&[any_pool()], vec![p]);
+            capacity_is(s, "p1", 4.0, 4.0)
+        },
+    );
+    add(
+        "should account daemonsets with NotIn operator and unspecified key",
+        |s| {
+            daemonset(
+                s,
+                "ds",
+                cpu_mem("2", "2Gi"),
+                required(json!([req("foo", "NotIn", &["bar"])])),
+            );
+            let p = requiring(s, json!([req(ZONE, "In", &["test-zone-2"])]));
+            let mut p = p;
+            p["spec"]["containers"][0]["resources"] = json!({"requests": cpu_mem("1", "1Gi")});
+            s.provision(&[any_pool()], vec![p]);
+            capacity_is(s, "p1", 4.0, 4.0)
+        },
+    );
+    add(
+        "should remove daemonset node hostname affinity when considering daemonset schedulability",
+        |s| {
+            let mut pool = any_pool();
+            pool["spec"]["template"]["metadata"] = json!({"labels": {"foo": "bar"}});
+            let ds = daemonset(
+                s,
+                "ds",
+                cpu_mem("4", "4Gi"),
+                required(json!([req("foo", "In", &["bar"])])),
+            );
+            // The DaemonSet controller pins each of its pods to a node by name.
+            let dp = daemon_pod(
+                s,
+                &ds,
+                cpu_mem("2", "2Gi"),
+                json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                    {"nodeSelectorTerms": [{"matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["node-name"]}]}]}}}}),
+            );
+            s.extra.push(dp);
+            let mut p = selecting(s, json!({"foo": "bar"}));
+            p["spec"]["containers"][0]["resources"] = json!({"requests": cpu_mem("1", "1Gi")});
+            s.provision(&[pool], vec![p]);
+            capacity_is(s, "p2", 4.0, 4.0)
+        },
+    );
+    add(
+        "should consider a daemonset schedulable with multiple node affinity terms",
+        |s| {
+            let mut pool = any_pool();
+            pool["spec"]["template"]["metadata"] = json!({"labels": {"foo": "bar"}});
+            daemonset(
+                s,
+                "ds",
+                cpu_mem("2", "2Gi"),
+                json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                    {"nodeSelectorTerms": [
+                        {"matchExpressions": [req("foo", "In", &["voo"])]},
+                        {"matchExpressions": [req("foo", "In", &["bar"])]}]}}}}),
+            );
+            let p = one_one(s);
+            s.provision(&[pool], vec![p]);
+            capacity_is(s, "p1", 4.0, 4.0)
+        },
+    );
+    add(
+        "should consider a daemonset schedulable with an incompatible node affinity preference",
+        |s| {
+            daemonset(
+                s,
+                "ds",
+                cpu_mem("2", "2Gi"),
+                json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "preference": {"matchExpressions": [req("node", "In", &["invalid"])]}}]}}}),
+            );
+            let p = one_one(s);
+            s.provision(&[any_pool()], vec![p]);
+            capacity_is(s, "p1", 4.0, 4.0)
+        },
+    );
+    add(
+        "should consider a daemonset schedulable with a PreferNoSchedule taint",
+        |s| {
+            let mut pool = any_pool();
+            pool["spec"]["template"]["spec"]["taints"] =
+                json!([{"key": "test", "effect": "PreferNoSchedule"}]);
+            daemonset(s, "ds", cpu_mem("2", "2Gi"), json!({}));
+            let p = one_one(s);
+            s.provision(&[pool], vec![p]);
+            capacity_is(s, "p1", 4.0, 4.0)
+        },
+    );
+    add(
+        "should not account for daemonset hostports when daemonset would not schedule on selected node",
+        |s| {
+            ds_with_port(
+                s,
+                "large",
+                cpu_mem("4", "4Gi"),
+                8080,
+                required(json!([req("size", "In", &["large"])])),
+            );
+            ds_with_port(
+                s,
+                "small",
+                cpu_mem("2", "2Gi"),
+                8081,
+                required(json!([req("size", "In", &["small"])])),
+            );
+            let mut p = requiring(s, json!([req("size", "In", &["small"])]));
+            p["spec"]["containers"][0]["resources"] = json!({"requests": cpu_mem("1", "1Gi")});
+            p["spec"]["containers"][0]["ports"] =
+                json!([{"containerPort": 8080, "hostPort": 8080}]);
+            s.provision(&[any_pool()], vec![p]);
+            let n = node(s, "p1")?;
+            ensure(
+                s.label_of(&n, "size").as_deref() == Some("small"),
+                "on a small type",
+            )?;
+            capacity_is(s, "p1", 4.0, 4.0)
+        },
+    );
+}
