@@ -81,6 +81,20 @@ const KNOWN_GAPS: &[(&str, &str, &str)] = &[
 /// Cases capstan deliberately decides differently: (file, It, why).
 const DIFFERENCES: &[(&str, &str, &str)] = &[
     (
+        suite::provisioning::PROVISIONING,
+        "should not schedule if invalid pvc",
+        "`capstan plan` given no PersistentVolumeClaim, PersistentVolume or StorageClass at all \
+         plans pods with claims without their volumes (a `kubectl get pods` recording carries \
+         none) and warns how many; given any, or in the controller (which watches them), a pod \
+         whose claim is missing gets no node, as here (tested in \
+         plan_reads_claims_volumes_and_storage_classes_and_places_pods_where_their_volumes_are)",
+    ),
+    (
+        suite::provisioning::PROVISIONING,
+        "should schedule valid pods when a pod with an invalid pvc is encountered (pvc)",
+        "as above: no volume objects given to plan",
+    ),
+    (
         suite::SUITE,
         "should consider a pod incompatible with an existing node but compatible with NodePool",
         "`capstan plan` given no NodePool plans with a default one (amd64, linux, on-demand: \

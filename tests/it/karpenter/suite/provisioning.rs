@@ -23,6 +23,10 @@ pub const NOT_RUN: &[(&str, &str)] = &[
         "cluster-state timestamps for Karpenter's metrics",
     ),
     (
+        "should annotate nodes",
+        "plan's JSON gives each NodeClaim's labels and taints, not its annotations",
+    ),
+    (
         "should not use a different NodePool hash on the NodeClaim if the NodePool changes during scheduling",
         "Karpenter's Schedule/CreateNodeClaims split within one pass",
     ),
@@ -378,6 +382,8 @@ pub fn cases() -> Vec<Scenario> {
         },
     );
     daemonsets(&mut out);
+    labels_and_taints(&mut out);
+    volume_topology(&mut out);
     out
 }
 
@@ -727,6 +733,442 @@ fn daemonsets(out: &mut Vec<Scenario>) {
                 "on a small type",
             )?;
             capacity_is(s, "p1", 4.0, 4.0)
+        },
+    );
+}
+
+/// `Labels` and `Taints` (lines 1545–1693).
+fn labels_and_taints(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_prov(out, it, default_types, run);
+    add("should label nodes", |s| {
+        let mut pool = nodepool(
+            "default",
+            vec![
+                req("test-key-2", "In", &["test-value-2"]),
+                req("test-key-3", "NotIn", &["test-value-3"]),
+                req("test-key-4", "Lt", &["4"]),
+                req("test-key-5", "Gt", &["5"]),
+                json!({"key": "test-key-6", "operator": "Exists"}),
+                json!({"key": "test-key-7", "operator": "DoesNotExist"}),
+            ],
+        );
+        pool["spec"]["template"]["metadata"] = json!({"labels": {"test-key-1": "test-value-1"}});
+        let p = bare(s);
+        s.provision(&[pool], vec![p]);
+        let n = node(s, "p1")?;
+        let l = |k: &str| s.label_of(&n, k);
+        ensure(
+            l("karpenter.sh/nodepool").as_deref() == Some("default"),
+            "nodepool label",
+        )?;
+        ensure(
+            l("test-key-1").as_deref() == Some("test-value-1"),
+            "test-key-1",
+        )?;
+        ensure(
+            l("test-key-2").as_deref() == Some("test-value-2"),
+            "test-key-2",
+        )?;
+        for (k, not) in [
+            ("test-key-3", "test-value-3"),
+            ("test-key-4", "test-value-4"),
+            ("test-key-5", "test-value-5"),
+        ] {
+            let v = l(k);
+            ensure(
+                v.is_some() && v.as_deref() != Some(not),
+                format!("{k}: {v:?}, Karpenter expects a value other than {not}"),
+            )?;
+        }
+        ensure(l("test-key-6").is_some(), "test-key-6 set")?;
+        ensure(l("test-key-7").is_none(), "test-key-7 not set")
+    });
+    for (it, prefix) in [
+        (
+            "should label nodes with labels in the kubernetes domains",
+            "",
+        ),
+        (
+            "should label nodes with labels in the subdomain from kubernetes domains",
+            "subdomain.",
+        ),
+    ] {
+        out.push(Scenario {
+            file: PROVISIONING,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                for domain in ["kubernetes.io", "k8s.io"] {
+                    let s = &mut Session::new(dir, default_types());
+                    let key = format!("{prefix}{domain}/test");
+                    let mut pool = any_pool();
+                    pool["spec"]["template"]["metadata"] =
+                        json!({"labels": { key.as_str(): "test-value" }});
+                    let p = requiring(s, json!([req(&key, "In", &["test-value"])]));
+                    s.provision(&[pool], vec![p]);
+                    let n = node(s, "p1")?;
+                    ensure(
+                        s.label_of(&n, &key).as_deref() == Some("test-value"),
+                        format!("{key} on the node"),
+                    )?;
+                }
+                Ok(())
+            }),
+        });
+    }
+    let mut add = |it, run: Body| add_prov(out, it, default_types, run);
+    add(
+        "should not label nodes with well-known labels from requirements",
+        |s| {
+            let pool = nodepool(
+                "default",
+                vec![
+                    req("foo", "In", &["bar"]),
+                    req("node.kubernetes.io/windows-build", "NotIn", &["test-value"]),
+                ],
+            );
+            let p = bare(s);
+            s.provision(&[pool], vec![p]);
+            let n = node(s, "p1")?;
+            ensure(
+                s.label_of(&n, "node.kubernetes.io/windows-build")
+                    .as_deref()
+                    != Some("test-value"),
+                "no windows-build label of test-value",
+            )?;
+            ensure(s.label_of(&n, "foo").as_deref() == Some("bar"), "foo: bar")
+        },
+    );
+    add("should schedule pods that tolerate taints", |s| {
+        let mut pool = any_pool();
+        pool["spec"]["template"]["spec"]["taints"] =
+            json!([{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]);
+        let tolerations = [
+            json!([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]),
+            json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+            json!([{"key": "nvidia.com/gpu", "operator": "Exists"}]),
+            json!([{"operator": "Exists"}]),
+        ];
+        let pods = tolerations
+            .iter()
+            .map(|t| {
+                let mut p = bare(s);
+                p["spec"]["tolerations"] = t.clone();
+                p
+            })
+            .collect();
+        s.provision(&[pool], pods);
+        for i in 1..=4 {
+            node(s, &format!("p{i}"))?;
+        }
+        Ok(())
+    });
+}
+
+/// The suite's StorageClass of `Volume Topology Requirements`: WaitForFirstConsumer, zones
+/// test-zone-2 and test-zone-3.
+fn zonal_class(s: &mut Session) {
+    s.extra.push(storage_class(
+        "sc",
+        &["test-zone-2", "test-zone-3"],
+        &[],
+        Some("WaitForFirstConsumer"),
+    ));
+}
+
+/// A pending pod with one generic ephemeral volume of class `sc` (its claim `<pod>-ephemeral-0`).
+fn with_ephemeral(s: &mut Session) -> (Value, String) {
+    let mut p = bare(s);
+    p["spec"]["volumes"] = json!([{"name": "ephemeral-0", "ephemeral": {"volumeClaimTemplate": {
+        "spec": {"storageClassName": "sc", "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}}}]);
+    let claim = format!(
+        "{}-ephemeral-0",
+        p["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    (p, claim)
+}
+
+fn in_zone(s: &Session, pod: &str, zone: &str) -> Result<(), String> {
+    let n = node(s, pod)?;
+    let z = s.label_of(&n, ZONE);
+    ensure(
+        z.as_deref() == Some(zone),
+        format!("{pod} in {z:?}, Karpenter expects {zone}"),
+    )
+}
+
+fn zones_req(zones: &[&str]) -> Value {
+    json!([req(ZONE, "In", zones)])
+}
+
+/// `Volume Topology Requirements` (lines 1987–2386).
+fn volume_topology(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_prov(out, it, default_types, run);
+    add("should not schedule if invalid pvc", |s| {
+        let p = with_claims(s, &["invalid"]);
+        s.provision(&[any_pool()], vec![p]);
+        not_scheduled(s, "p1")
+    });
+    add(
+        "should schedule with an empty storage class if the pvc is bound",
+        |s| {
+            let mut v = volume("test-volume", json!({}), vec![]);
+            v["spec"]["storageClassName"] = json!("");
+            s.extra.push(v);
+            s.extra.push(claim("data", Some(""), Some("test-volume")));
+            let p = with_claims(s, &["data"]);
+            s.provision(&[any_pool()], vec![p]);
+            node(s, "p1").map(|_| ())
+        },
+    );
+    add(
+        "should not schedule with an empty storage class if the pvc is not bound",
+        |s| {
+            s.extra.push(claim("data", Some(""), None));
+            let p = with_claims(s, &["data"]);
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule with a missing storage class if the pvc is bound",
+        |s| {
+            let mut v = volume("test-volume", json!({}), vec![]);
+            v["spec"]["storageClassName"] = json!("missing-storage-class");
+            s.extra.push(v);
+            s.extra.push(claim(
+                "data",
+                Some("missing-storage-class"),
+                Some("test-volume"),
+            ));
+            let p = with_claims(s, &["data"]);
+            s.provision(&[any_pool()], vec![p]);
+            node(s, "p1").map(|_| ())
+        },
+    );
+    add(
+        "should not schedule with a missing storage class if the pvc is not bound",
+        |s| {
+            s.extra
+                .push(claim("data", Some("missing-storage-class"), None));
+            let p = with_claims(s, &["data"]);
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule valid pods when a pod with an invalid pvc is encountered (pvc)",
+        |s| {
+            let bad = with_claims(s, &["invalid"]);
+            s.provision(&[any_pool()], vec![bad.clone()]);
+            let good = bare(s);
+            s.provision(&[any_pool()], vec![bad, good]);
+            not_scheduled(s, "p1")?;
+            node(s, "p2").map(|_| ())
+        },
+    );
+    add(
+        "should schedule valid pods when a pod with an invalid pvc is encountered (storage class)",
+        |s| {
+            s.extra
+                .push(claim("data", Some("invalid-storage-class"), None));
+            let bad = with_claims(s, &["data"]);
+            s.provision(&[any_pool()], vec![bad.clone()]);
+            let good = bare(s);
+            s.provision(&[any_pool()], vec![bad, good]);
+            not_scheduled(s, "p1")?;
+            node(s, "p2").map(|_| ())
+        },
+    );
+    add(
+        "should schedule valid pods when a pod with an invalid pvc is encountered (volume name)",
+        |s| {
+            s.extra
+                .push(claim("data", None, Some("invalid-volume-name")));
+            let bad = with_claims(s, &["data"]);
+            s.provision(&[any_pool()], vec![bad.clone()]);
+            let good = bare(s);
+            s.provision(&[any_pool()], vec![bad, good]);
+            not_scheduled(s, "p1")?;
+            node(s, "p2").map(|_| ())
+        },
+    );
+    add(
+        "should schedule to storage class zones if volume does not exist",
+        |s| {
+            zonal_class(s);
+            s.extra.push(claim("data", Some("sc"), None));
+            let mut p = with_claims(s, &["data"]);
+            p["spec"]["affinity"] =
+                required(zones_req(&["test-zone-1", "test-zone-3"]))["affinity"].clone();
+            s.provision(&[any_pool()], vec![p]);
+            in_zone(s, "p1", "test-zone-3")
+        },
+    );
+    add(
+        "should schedule to storage class zones if volume does not exist (ephemeral volume)",
+        |s| {
+            zonal_class(s);
+            let (mut p, c) = with_ephemeral(s);
+            s.extra.push(claim(&c, Some("sc"), None));
+            p["spec"]["affinity"] =
+                required(zones_req(&["test-zone-1", "test-zone-3"]))["affinity"].clone();
+            s.provision(&[any_pool()], vec![p]);
+            in_zone(s, "p1", "test-zone-3")
+        },
+    );
+    add(
+        "should not schedule if storage class zones are incompatible",
+        |s| {
+            zonal_class(s);
+            s.extra.push(claim("data", Some("sc"), None));
+            let mut p = with_claims(s, &["data"]);
+            p["spec"]["affinity"] = required(zones_req(&["test-zone-1"]))["affinity"].clone();
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not schedule if storage class zones are incompatible (ephemeral volume)",
+        |s| {
+            zonal_class(s);
+            let (mut p, c) = with_ephemeral(s);
+            s.extra.push(claim(&c, Some("sc"), None));
+            p["spec"]["affinity"] = required(zones_req(&["test-zone-1"]))["affinity"].clone();
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule to volume zones if volume already bound",
+        |s| {
+            zonal_class(s);
+            s.extra
+                .push(volume("pv", json!({}), vec![zone_term(&["test-zone-3"])]));
+            s.extra.push(claim("data", Some("sc"), Some("pv")));
+            let p = with_claims(s, &["data"]);
+            s.provision(&[any_pool()], vec![p]);
+            in_zone(s, "p1", "test-zone-3")
+        },
+    );
+    add(
+        "should schedule to volume zones if volume already bound (ephemeral volume)",
+        |s| {
+            zonal_class(s);
+            let (p, c) = with_ephemeral(s);
+            s.extra
+                .push(volume("pv", json!({}), vec![zone_term(&["test-zone-3"])]));
+            s.extra.push(claim(&c, Some("sc"), Some("pv")));
+            s.provision(&[any_pool()], vec![p]);
+            in_zone(s, "p1", "test-zone-3")
+        },
+    );
+    for (it, source, ephemeral) in [
+        (
+            "should ignore hostname affinity scheduling when using local path volumes (when using local volumes)",
+            "local",
+            false,
+        ),
+        (
+            "should ignore hostname affinity scheduling when using local path volumes (when using hostpath volumes)",
+            "hostPath",
+            false,
+        ),
+        (
+            "should ignore hostname affinity scheduling when using local path volumes (ephemeral volume) (when using local volumes)",
+            "local",
+            true,
+        ),
+        (
+            "should ignore hostname affinity scheduling when using local path volumes (ephemeral volume) (when using hostpath volumes)",
+            "hostPath",
+            true,
+        ),
+    ] {
+        out.push(Scenario {
+            file: PROVISIONING,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let s = &mut Session::new(dir, default_types());
+                let mut sc = storage_class("local-path", &[], &[], None);
+                sc["provisioner"] = json!("kubernetes.io/no-provisioner");
+                s.extra.push(sc);
+                s.extra.push(volume(
+                    "pv",
+                    json!({ source: {"path": "/mnt/local-disks"} }),
+                    vec![json!({"matchExpressions": [req("kubernetes.io/hostname", "In", &["some-other-node"])]})],
+                ));
+                let p = if ephemeral {
+                    let (mut p, c) = with_ephemeral(s);
+                    p["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]
+                        ["storageClassName"] = json!("local-path");
+                    s.extra.push(claim(&c, Some("local-path"), Some("pv")));
+                    p
+                } else {
+                    s.extra.push(claim("data", Some("local-path"), Some("pv")));
+                    with_claims(s, &["data"])
+                };
+                s.provision(&[any_pool()], vec![p]);
+                node(s, "p1").map(|_| ())
+            }),
+        });
+    }
+    let mut add = |it, run: Body| add_prov(out, it, default_types, run);
+    add(
+        "should not ignore hostname affinity when using non-local path volumes",
+        |s| {
+            zonal_class(s);
+            s.extra.push(volume(
+                "pv",
+                json!({}),
+                vec![json!({"matchExpressions": [req("kubernetes.io/hostname", "In", &["some-other-node"])]})],
+            ));
+            s.extra.push(claim("data", Some("sc"), Some("pv")));
+            let p = with_claims(s, &["data"]);
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not schedule if volume zones are incompatible",
+        |s| {
+            zonal_class(s);
+            s.extra
+                .push(volume("pv", json!({}), vec![zone_term(&["test-zone-3"])]));
+            s.extra.push(claim("data", Some("sc"), Some("pv")));
+            let mut p = with_claims(s, &["data"]);
+            p["spec"]["affinity"] = required(zones_req(&["test-zone-1"]))["affinity"].clone();
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not schedule if volume zones are incompatible (ephemeral volume)",
+        |s| {
+            zonal_class(s);
+            let (mut p, c) = with_ephemeral(s);
+            s.extra
+                .push(volume("pv", json!({}), vec![zone_term(&["test-zone-3"])]));
+            s.extra.push(claim(&c, Some("sc"), Some("pv")));
+            p["spec"]["affinity"] = required(zones_req(&["test-zone-1"]))["affinity"].clone();
+            s.provision(&[any_pool()], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should not relax an added volume topology zone node-selector away",
+        |s| {
+            zonal_class(s);
+            s.extra
+                .push(volume("pv", json!({}), vec![zone_term(&["test-zone-3"])]));
+            s.extra.push(claim("data", Some("sc"), Some("pv")));
+            let mut p = with_claims(s, &["data"]);
+            p["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [req("example.com/label", "In", &["unsupported"])]},
+                    {"matchExpressions": [req(CT, "In", &["on-demand"])]}]}}});
+            s.provision(&[any_pool()], vec![p]);
+            in_zone(s, "p1", "test-zone-3")
         },
     );
 }
