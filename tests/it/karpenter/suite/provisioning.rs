@@ -384,6 +384,7 @@ pub fn cases() -> Vec<Scenario> {
     daemonsets(&mut out);
     labels_and_taints(&mut out);
     volume_topology(&mut out);
+    preferential_fallback(&mut out);
     out
 }
 
@@ -1171,4 +1172,112 @@ fn volume_topology(out: &mut Vec<Scenario>) {
             in_zone(s, "p1", "test-zone-3")
         },
     );
+}
+
+fn zone_terms(zones: &[&str]) -> Value {
+    let terms: Vec<Value> = zones
+        .iter()
+        .map(|z| json!({"matchExpressions": [req(ZONE, "In", &[z])]}))
+        .collect();
+    json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}})
+}
+
+fn preferring(prefs: Vec<(i64, &str, &str)>) -> Value {
+    let terms: Vec<Value> = prefs
+        .iter()
+        .map(|(w, k, v)| json!({"weight": w, "preference": {"matchExpressions": [req(k, "In", &[v])]}}))
+        .collect();
+    json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}})
+}
+
+/// `Preferential Fallback` (lines 2387–2561).
+fn preferential_fallback(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_prov(out, it, default_types, run);
+    add("should not relax the final term", |s| {
+        let mut p = bare(s);
+        p["spec"]["affinity"] = zone_terms(&["invalid"]);
+        let pool = nodepool("default", vec![req(ZONE, "In", &["test-zone-1"])]);
+        s.provision(&[pool], vec![p]);
+        not_scheduled(s, "p1")
+    });
+    add("should relax multiple terms", |s| {
+        let mut p = bare(s);
+        p["spec"]["affinity"] = zone_terms(&["invalid", "invalid", "test-zone-1", "test-zone-2"]);
+        s.provision(&[any_pool()], vec![p]);
+        in_zone(s, "p1", "test-zone-1")
+    });
+    add("should relax all node affinity terms", |s| {
+        let mut p = bare(s);
+        p["spec"]["affinity"] = preferring(vec![(1, ZONE, "invalid"), (1, ITYPE, "invalid")]);
+        s.provision(&[any_pool()], vec![p]);
+        node(s, "p1").map(|_| ())
+    });
+    add("should relax to use lighter weights", |s| {
+        let mut p = bare(s);
+        p["spec"]["affinity"] = preferring(vec![
+            (100, ITYPE, "test-zone-3"),
+            (50, ZONE, "test-zone-2"),
+            (1, ZONE, "test-zone-1"),
+        ]);
+        let pool = nodepool(
+            "default",
+            vec![req(ZONE, "In", &["test-zone-1", "test-zone-2"])],
+        );
+        s.provision(&[pool], vec![p]);
+        in_zone(s, "p1", "test-zone-2")
+    });
+    add(
+        "should tolerate PreferNoSchedule taint only after trying to relax Affinity terms",
+        |s| {
+            let mut p = bare(s);
+            p["spec"]["affinity"] = preferring(vec![(1, ZONE, "invalid"), (1, ITYPE, "invalid")]);
+            let mut pool = any_pool();
+            pool["spec"]["template"]["spec"]["taints"] =
+                json!([{"key": "foo", "value": "bar", "effect": "PreferNoSchedule"}]);
+            s.provision(&[pool], vec![p]);
+            let n = node(s, "p1")?;
+            let tainted = s
+                .nodes
+                .iter()
+                .find(|x| x["metadata"]["name"] == n.as_str())
+                .and_then(|x| x["spec"]["taints"].as_array())
+                .is_some_and(|t| {
+                    t.iter().any(|t| {
+                        t["key"] == "foo"
+                            && t["value"] == "bar"
+                            && t["effect"] == "PreferNoSchedule"
+                    })
+                });
+            ensure(tainted, "the node carries foo=bar:PreferNoSchedule")
+        },
+    );
+    for (it, key) in [
+        (
+            "should ignore node preferredDuringSchedulingIgnoredDuringExecution affinity (topology.kubernetes.io/zone)",
+            ZONE,
+        ),
+        (
+            "should ignore node preferredDuringSchedulingIgnoredDuringExecution affinity (kubernetes.io/hostname)",
+            "kubernetes.io/hostname",
+        ),
+    ] {
+        out.push(Scenario {
+            file: PROVISIONING,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let s = &mut Session::new(dir, default_types());
+                let mut a = sized(s, json!({"requests": {"cpu": "2"}}));
+                a["metadata"]["labels"] = json!({"app": "foo"});
+                let mut b = sized(s, json!({"requests": {"cpu": "1"}}));
+                b["metadata"]["labels"] = json!({"app": "baz"});
+                b["spec"]["affinity"] = preferring(vec![(1, key, "value-1")]);
+                s.provision(&[any_pool()], vec![a, b]);
+                let (na, nb) = (node(s, "p1")?, node(s, "p2")?);
+                ensure(
+                    na == nb,
+                    format!("p1 on {na}, p2 on {nb}: Karpenter expects one node"),
+                )
+            }),
+        });
+    }
 }
