@@ -31,6 +31,8 @@ pub struct ControllerArgs {
     pub kube_api_burst: u32,
     pub scheduler_names: Vec<String>,
     pub expendable_priority_cutoff: i32,
+    /// `--preference-policy Ignore`.
+    pub ignore_preferences: bool,
     /// `--provider aws`: the EKS cluster's name (tags, user data), its endpoint, and the SQS
     /// interruption queue (none: no interruption handling).
     pub cluster_name: Option<String>,
@@ -281,6 +283,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         renew_interval: 2.0,
         scheduler_names: args.scheduler_names.clone(),
         expendable_priority_cutoff: args.expendable_priority_cutoff,
+        ignore_preferences: args.ignore_preferences,
         batch_idle: args.batch_idle,
         batch_max: args.batch_max,
         metrics_state_interval: 1.0,

@@ -83,6 +83,10 @@ enum Command {
         /// estimates from the fake cloud's price model.
         #[arg(long = "spot-prices")]
         spot_prices: Option<String>,
+        /// Karpenter's preference policy: Respect honours pods' preferred affinity and
+        /// ScheduleAnyway spread where it can; Ignore plans without them.
+        #[arg(long = "preference-policy", value_enum, default_value_t = PreferencePolicy::Respect)]
+        preference_policy: PreferencePolicy,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -165,6 +169,10 @@ enum Command {
         /// where there is room (Cluster Autoscaler's --expendable-pods-priority-cutoff).
         #[arg(long = "expendable-pods-priority-cutoff", default_value_t = -10, allow_hyphen_values = true)]
         expendable_priority_cutoff: i32,
+        /// Karpenter's preference policy: Respect honours pods' preferred affinity and
+        /// ScheduleAnyway spread where it can; Ignore plans without them.
+        #[arg(long = "preference-policy", value_enum, default_value_t = PreferencePolicy::Respect)]
+        preference_policy: PreferencePolicy,
         /// A batch of pending pods is planned once no new one came for this long (a Go
         /// duration; Karpenter's BATCH_IDLE_DURATION)…
         #[arg(long = "batch-idle-duration", default_value = "1s", value_parser = go_duration)]
@@ -528,6 +536,16 @@ fn strategy(s: &str) -> Result<capstan_pack::Strategy> {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Karpenter's `--preference-policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PreferencePolicy {
+    #[value(name = "Respect")]
+    Respect,
+    #[value(name = "Ignore")]
+    Ignore,
+}
+
+#[allow(clippy::too_many_arguments)] // one per `capstan plan` flag
 fn plan(
     pods: Option<&str>,
     kubeconfig: Option<&str>,
@@ -538,6 +556,7 @@ fn plan(
     time_limit: f64,
     spot_share: f64,
     spot_prices: Option<&str>,
+    preference_policy: PreferencePolicy,
     output: Output,
 ) -> Result<()> {
     use capstan_cli::plan_cmd;
@@ -581,6 +600,14 @@ fn plan(
             }
         }
     };
+    let mut p = p;
+    if preference_policy == PreferencePolicy::Ignore {
+        p.pending = p
+            .pending
+            .iter()
+            .map(|pod| std::sync::Arc::new(pod.without_preferences()))
+            .collect();
+    }
     let options = capstan_pack::PackOptions {
         strategy,
         time_limit_seconds: time_limit,
@@ -1120,6 +1147,7 @@ fn main() -> ExitCode {
             time_limit,
             spot_max_pool_share,
             spot_prices,
+            preference_policy,
             output,
         } => plan(
             pods.as_deref(),
@@ -1131,6 +1159,7 @@ fn main() -> ExitCode {
             time_limit,
             spot_max_pool_share,
             spot_prices.as_deref(),
+            preference_policy,
             output,
         ),
         Command::Consolidate {
@@ -1231,6 +1260,7 @@ fn main() -> ExitCode {
             kube_api_burst,
             scheduler_names,
             expendable_priority_cutoff,
+            preference_policy,
             cluster_name,
             cluster_endpoint,
             interruption_queue,
@@ -1250,6 +1280,7 @@ fn main() -> ExitCode {
             kube_api_burst,
             scheduler_names,
             expendable_priority_cutoff,
+            ignore_preferences: preference_policy == PreferencePolicy::Ignore,
             cluster_name,
             cluster_endpoint,
             interruption_queue,

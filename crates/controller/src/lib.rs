@@ -130,6 +130,10 @@ pub struct Config {
     /// `--expendable-pods-priority-cutoff`): they never cause a launch, and run only where
     /// there is room.
     pub expendable_priority_cutoff: i32,
+    /// Karpenter's `--preference-policy Ignore`: plan pods without their preferences
+    /// (preferred node and pod (anti-)affinity, `ScheduleAnyway` spread). Off: they are
+    /// honoured where they can be and relaxed where they cannot.
+    pub ignore_preferences: bool,
     /// Rebuild the state gauges of [`Metrics`] (pods, nodes, NodePools, prices) at most this
     /// often; 0: never (the simulator, where nothing scrapes them).
     pub metrics_state_interval: f64,
@@ -174,6 +178,7 @@ impl Default for Config {
             catalog_ttl: 300.0,
             scheduler_names: vec![capstan_model::pod::DEFAULT_SCHEDULER.to_string()],
             expendable_priority_cutoff: EXPENDABLE_PRIORITY_CUTOFF,
+            ignore_preferences: false,
             metrics_state_interval: 0.0,
             lease_name: api::LEASE_NAME.to_string(),
             spot_to_spot_consolidation: false,

@@ -359,9 +359,17 @@ impl Provisioner {
         if pools.is_empty() {
             return;
         }
+        let ignore_preferences = cx.config.ignore_preferences;
         let pending: Vec<Arc<Pod>> = pending_keys
             .iter()
             .filter_map(|k| cx.cache().pod(k).cloned())
+            .map(|p| {
+                if ignore_preferences {
+                    Arc::new(p.without_preferences())
+                } else {
+                    p
+                }
+            })
             .collect();
         let planning = cx.clock.now();
         let snapshot = snapshot(cx, &types, &pending);

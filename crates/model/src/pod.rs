@@ -188,6 +188,18 @@ pub struct Pod {
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 impl Pod {
+    /// The pod as Karpenter's `--preference-policy Ignore` plans it: without preferred node
+    /// affinity, preferred pod (anti-)affinity or `ScheduleAnyway` topology spread.
+    pub fn without_preferences(&self) -> Pod {
+        let mut p = self.clone();
+        p.preferred_terms.clear();
+        p.preferred_affinity.clear();
+        p.preferred_anti_affinity.clear();
+        p.spread
+            .retain(|s| s.when_unsatisfiable != WhenUnsatisfiable::ScheduleAnyway);
+        p
+    }
+
     /// Why the pod's `do-not-disrupt` annotation blocks a voluntary disruption at `now`
     /// (unix seconds), if it does. `"true"` blocks; a Go duration (`"30m"`) blocks from the
     /// pod's start (its creation, before it has started) until the duration has passed, as
@@ -296,6 +308,54 @@ pub fn effective_requests(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_pod_without_preferences_keeps_what_it_requires() {
+        let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default", "labels": {"app": "a"}},
+            "spec": {"containers": [{"name": "c"}],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]},
+                        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1,
+                            "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}]},
+                    "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1,
+                        "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "a"}}}}]},
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "a"}}}],
+                        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1,
+                            "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "a"}}}}]}},
+                "topologySpreadConstraints": [
+                    {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+                     "labelSelector": {"matchLabels": {"app": "a"}}},
+                    {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+                     "labelSelector": {"matchLabels": {"app": "a"}}}]}
+        }))
+        .unwrap();
+        let pod = crate::convert::pod(&p, &mut Vec::new()).unwrap();
+        assert_eq!(
+            (
+                pod.preferred_terms.len(),
+                pod.preferred_affinity.len(),
+                pod.preferred_anti_affinity.len(),
+                pod.spread.len()
+            ),
+            (1, 1, 1, 2)
+        );
+        let bare = pod.without_preferences();
+        assert!(bare.preferred_terms.is_empty());
+        assert!(bare.preferred_affinity.is_empty());
+        assert!(bare.preferred_anti_affinity.is_empty());
+        assert_eq!(bare.spread.len(), 1, "the DoNotSchedule spread stays");
+        assert_eq!(
+            bare.spread[0].when_unsatisfiable,
+            WhenUnsatisfiable::DoNotSchedule
+        );
+        assert_eq!(bare.required_terms, pod.required_terms);
+        assert_eq!(bare.anti_affinity, pod.anti_affinity);
+    }
+
     use super::*;
 
     #[test]

@@ -82,6 +82,25 @@ const KNOWN_GAPS: &[(&str, &str, &str)] = &[
 const DIFFERENCES: &[(&str, &str, &str)] = &[
     (
         suite::provisioning::PROVISIONING,
+        "should ignore node affinity preferences",
+        "capstan packs the two 3-CPU zone-2 pods on two 4-CPU nodes ($1.66/h at the fake \
+         prices) where Karpenter's first-fit grows one claim to the 16-CPU arm type ($15.30/h); \
+         every node then holds one pod and the 1-CPU pod's node is a tie the test does not \
+         allow for (the preference itself is ignored: the pod does not follow it to zone 2 \
+         for that reason, as the ScheduleAnyway and anti-affinity Its of this context show)",
+    ),
+    (
+        suite::provisioning::PROVISIONING,
+        "should ignore pod affinity preferences (topology.kubernetes.io/zone)",
+        "as above (cost-aware packing of the zone-2 pods)",
+    ),
+    (
+        suite::provisioning::PROVISIONING,
+        "should ignore pod affinity preferences (kubernetes.io/hostname)",
+        "as above (cost-aware packing of the zone-2 pods)",
+    ),
+    (
+        suite::provisioning::PROVISIONING,
         "should not schedule if invalid pvc",
         "`capstan plan` given no PersistentVolumeClaim, PersistentVolume or StorageClass at all \
          plans pods with claims without their volumes (a `kubectl get pods` recording carries \
@@ -333,7 +352,7 @@ fn nodepool(name: &str, requirements: Vec<Value>) -> Value {
 }
 
 fn run(dir: &PathBuf, types: &[FakeType], pool: Vec<Value>, pods: Vec<Value>) -> Outcome {
-    run_plan(dir, types, &[nodepool("default", pool)], None, pods)
+    run_plan(dir, types, &[nodepool("default", pool)], None, pods, &[])
 }
 
 /// `capstan plan` over the types, NodePools (whole objects), cluster snapshot and pods.
@@ -343,6 +362,7 @@ fn run_plan(
     pools: &[Value],
     cluster: Option<Value>,
     pods: Vec<Value>,
+    flags: &[String],
 ) -> Outcome {
     std::fs::create_dir_all(dir).unwrap();
     let entries: Vec<Value> = types.iter().map(FakeType::entry).collect();
@@ -374,6 +394,7 @@ fn run_plan(
         .arg("--pods")
         .arg(&pods_file)
         .args(["--output", "json"])
+        .args(flags)
         .output()
         .unwrap();
     assert!(

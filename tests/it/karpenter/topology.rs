@@ -90,6 +90,8 @@ pub struct Session {
     pub bound: Vec<Value>,
     /// Further objects of the cluster (PersistentVolumes, claims).
     pub extra: Vec<Value>,
+    /// Further `capstan plan` flags (Karpenter's operator options).
+    pub flags: Vec<String>,
     rounds: usize,
     pods: usize,
 }
@@ -102,6 +104,7 @@ impl Session {
             nodes: Vec::new(),
             bound: Vec::new(),
             extra: Vec::new(),
+            flags: Vec::new(),
             rounds: 0,
             pods: 0,
         }
@@ -187,6 +190,7 @@ impl Session {
             pools,
             cluster,
             pods.clone(),
+            &self.flags,
         );
         let by_key: BTreeMap<String, Value> = pods
             .into_iter()

@@ -385,6 +385,8 @@ pub fn cases() -> Vec<Scenario> {
     labels_and_taints(&mut out);
     volume_topology(&mut out);
     preferential_fallback(&mut out);
+    ignore_preferences(&mut out);
+    multiple_nodepools(&mut out);
     out
 }
 
@@ -1280,4 +1282,196 @@ fn preferential_fallback(out: &mut Vec<Scenario>) {
             }),
         });
     }
+}
+
+/// The zone-1 pod (2 CPU), two zone-2 pods (3 CPU each) and a 1-CPU pod whose only pull
+/// toward zone 2 is a preference (`pref`, a pod affinity or node affinity): with preferences
+/// ignored it joins the node with fewer pods, the zone-1 pod's.
+fn ignored_pull(s: &mut Session, pref: Value) -> Result<(), String> {
+    s.flags = vec!["--preference-policy".into(), "Ignore".into()];
+    let mut z1 = selecting(s, json!({ ZONE: "test-zone-1" }));
+    z1["metadata"]["labels"] = json!({"app": "foo"});
+    z1["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "2"}});
+    let mut pods = vec![z1];
+    for _ in 0..2 {
+        let mut z2 = selecting(s, json!({ ZONE: "test-zone-2" }));
+        z2["metadata"]["labels"] = json!({"app": "bar"});
+        z2["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "3"}});
+        pods.push(z2);
+    }
+    let mut a = sized(s, json!({"requests": {"cpu": "1"}}));
+    a["metadata"]["labels"] = json!({"app": "baz"});
+    a["spec"]["affinity"] = pref;
+    pods.push(a);
+    s.provision(&[any_pool()], pods);
+    let (n1, n2, _, na) = (
+        node(s, "p1")?,
+        node(s, "p2")?,
+        node(s, "p3")?,
+        node(s, "p4")?,
+    );
+    ensure(
+        na == n1 && na != n2,
+        format!("p4 on {na}; Karpenter expects the zone-1 pod's node {n1}, not {n2}"),
+    )
+}
+
+/// Five pods of app foo with a soft `constraint` among each other, preferences ignored: one node.
+fn five_on_one(
+    s: &mut Session,
+    affinity: Option<Value>,
+    spread: Option<Value>,
+) -> Result<(), String> {
+    s.flags = vec!["--preference-policy".into(), "Ignore".into()];
+    let pods = (0..5)
+        .map(|_| {
+            let mut p = bare(s);
+            p["metadata"]["labels"] = json!({"app": "foo"});
+            if let Some(a) = &affinity {
+                p["spec"]["affinity"] = a.clone();
+            }
+            if let Some(c) = &spread {
+                p["spec"]["topologySpreadConstraints"] = json!([c]);
+            }
+            p
+        })
+        .collect();
+    s.provision(&[any_pool()], pods);
+    on_distinct_nodes(s, &["p1", "p2", "p3", "p4", "p5"], 1)
+}
+
+/// `Ignore Preferences` (lines 2562–2770), under `--preference-policy Ignore`.
+fn ignore_preferences(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_prov(out, it, default_types, run);
+    add("should ignore node affinity preferences", |s| {
+        ignored_pull(s, preferring(vec![(1, ZONE, "test-zone-2")]))
+    });
+    for key in [ZONE, "kubernetes.io/hostname"] {
+        let spread_it: &'static str = if key == ZONE {
+            "should ignore topologySpreadConstraint preferences (topology.kubernetes.io/zone)"
+        } else {
+            "should ignore topologySpreadConstraint preferences (kubernetes.io/hostname)"
+        };
+        let anti_it: &'static str = if key == ZONE {
+            "should ignore pod anti-affinity preferences (topology.kubernetes.io/zone)"
+        } else {
+            "should ignore pod anti-affinity preferences (kubernetes.io/hostname)"
+        };
+        let affinity_it: &'static str = if key == ZONE {
+            "should ignore pod affinity preferences (topology.kubernetes.io/zone)"
+        } else {
+            "should ignore pod affinity preferences (kubernetes.io/hostname)"
+        };
+        out.push(Scenario {
+            file: PROVISIONING,
+            it: spread_it,
+            run: Box::new(move |dir: &PathBuf| {
+                let s = &mut Session::new(dir, default_types());
+                let c = json!({"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"app": "foo"}}});
+                five_on_one(s, None, Some(c))
+            }),
+        });
+        out.push(Scenario {
+            file: PROVISIONING,
+            it: anti_it,
+            run: Box::new(move |dir: &PathBuf| {
+                let s = &mut Session::new(dir, default_types());
+                let a = json!({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": {"topologyKey": key,
+                        "labelSelector": {"matchLabels": {"app": "foo"}}}}]}});
+                five_on_one(s, Some(a), None)
+            }),
+        });
+        out.push(Scenario {
+            file: PROVISIONING,
+            it: affinity_it,
+            run: Box::new(move |dir: &PathBuf| {
+                let s = &mut Session::new(dir, default_types());
+                let a = json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": {"topologyKey": key,
+                        "labelSelector": {"matchLabels": {"app": "bar"}}}}]}});
+                ignored_pull(s, a)
+            }),
+        });
+    }
+}
+
+fn pool_label(s: &Session, pod: &str) -> Result<String, String> {
+    let n = node(s, pod)?;
+    s.label_of(&n, "karpenter.sh/nodepool")
+        .ok_or(format!("{n} has no nodepool label"))
+}
+
+fn weighted(name: &str, weight: Option<i64>) -> Value {
+    let mut p = nodepool(name, vec![]);
+    if let Some(w) = weight {
+        p["spec"]["weight"] = json!(w);
+    }
+    p
+}
+
+/// `Multiple NodePools` (lines 2772–2846).
+fn multiple_nodepools(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_prov(out, it, default_types, run);
+    add("should schedule to an explicitly selected NodePool", |s| {
+        let p = selecting(s, json!({"karpenter.sh/nodepool": "chosen"}));
+        s.provision(
+            &[weighted("chosen", None), weighted("other", None)],
+            vec![p],
+        );
+        let got = pool_label(s, "p1")?;
+        ensure(got == "chosen", format!("from {got}"))
+    });
+    add("should schedule to a NodePool by labels", |s| {
+        let mut a = weighted("labelled", None);
+        a["spec"]["template"]["metadata"] = json!({"labels": {"foo": "bar"}});
+        let p = selecting(s, json!({"foo": "bar"}));
+        s.provision(&[a, weighted("other", None)], vec![p]);
+        let got = pool_label(s, "p1")?;
+        ensure(got == "labelled", format!("from {got}"))
+    });
+    add(
+        "should not match NodePool with PreferNoSchedule taint when other NodePool match",
+        |s| {
+            let mut a = weighted("tainted", None);
+            a["spec"]["template"]["spec"]["taints"] =
+                json!([{"key": "foo", "value": "bar", "effect": "PreferNoSchedule"}]);
+            let p = bare(s);
+            s.provision(&[a, weighted("other", None)], vec![p]);
+            let got = pool_label(s, "p1")?;
+            ensure(got != "tainted", format!("from {got}"))
+        },
+    );
+    add(
+        "should schedule to the nodepool with the highest priority always",
+        |s| {
+            let pools = [
+                weighted("a", None),
+                weighted("b", Some(20)),
+                weighted("c", Some(100)),
+            ];
+            let pods = (0..3).map(|_| bare(s)).collect();
+            s.provision(&pools, pods);
+            for p in ["p1", "p2", "p3"] {
+                let got = pool_label(s, p)?;
+                ensure(got == "c", format!("{p} from {got}, Karpenter expects c"))?;
+            }
+            Ok(())
+        },
+    );
+    add(
+        "should schedule to explicitly selected nodepool even if other nodePools are higher priority",
+        |s| {
+            let pools = [
+                weighted("target", None),
+                weighted("b", Some(20)),
+                weighted("c", Some(100)),
+            ];
+            let p = selecting(s, json!({"karpenter.sh/nodepool": "target"}));
+            s.provision(&pools, vec![p]);
+            let got = pool_label(s, "p1")?;
+            ensure(got == "target", format!("from {got}"))
+        },
+    );
 }
