@@ -96,6 +96,41 @@ fn with_init(s: &mut Session, requests: (&str, &str), init: &[(&str, &str, bool)
     p
 }
 
+/// Pods constrained (by `make`: a node selector or a required node affinity) to what the
+/// NodePool and its types offer get nodes; pods constrained to anything else get none.
+fn supported_constraints(
+    s: &mut Session,
+    make: fn(&mut Session, &str, &str) -> Value,
+) -> Result<(), String> {
+    let ok = [
+        ("karpenter.sh/nodepool", "default"),
+        (ZONE, "test-zone-1"),
+        (ITYPE, "default-instance-type"),
+        ("kubernetes.io/arch", "arm64"),
+        ("kubernetes.io/os", "linux"),
+    ];
+    let pods = ok.iter().map(|(k, v)| make(s, k, v)).collect();
+    s.provision(&[any_pool()], pods);
+    for i in 1..=ok.len() {
+        node(s, &format!("p{i}"))?;
+    }
+    let bad = [
+        ("karpenter.sh/nodepool", "unknown"),
+        (ZONE, "unknown"),
+        (ITYPE, "unknown"),
+        ("kubernetes.io/arch", "unknown"),
+        ("kubernetes.io/os", "unknown"),
+        (CT, "unknown"),
+        ("foo", "bar"),
+    ];
+    let pods = bad.iter().map(|(k, v)| make(s, k, v)).collect();
+    s.provision(&[any_pool()], pods);
+    for i in ok.len() + 1..=ok.len() + bad.len() {
+        not_scheduled(s, &format!("p{i}"))?;
+    }
+    Ok(())
+}
+
 /// Two pods that repel each other by hostname, 1.5 CPU each (`Resource Limits`).
 fn repelling(s: &mut Session) -> Value {
     let mut p = sized(s, json!({"requests": {"cpu": "1.5"}}));
@@ -145,79 +180,11 @@ pub fn cases() -> Vec<Scenario> {
     );
     add(
         "should provision nodes for pods with supported node selectors",
-        |s| {
-            let ok = [
-                ("karpenter.sh/nodepool", "default"),
-                (ZONE, "test-zone-1"),
-                (ITYPE, "default-instance-type"),
-                ("kubernetes.io/arch", "arm64"),
-                ("kubernetes.io/os", "linux"),
-            ];
-            let pods = ok
-                .iter()
-                .map(|(k, v)| selecting(s, json!({ *k: v })))
-                .collect();
-            s.provision(&[any_pool()], pods);
-            for i in 1..=ok.len() {
-                node(s, &format!("p{i}"))?;
-            }
-            let bad = [
-                ("karpenter.sh/nodepool", "unknown"),
-                (ZONE, "unknown"),
-                (ITYPE, "unknown"),
-                ("kubernetes.io/arch", "unknown"),
-                ("kubernetes.io/os", "unknown"),
-                (CT, "unknown"),
-                ("foo", "bar"),
-            ];
-            let pods = bad
-                .iter()
-                .map(|(k, v)| selecting(s, json!({ *k: v })))
-                .collect();
-            s.provision(&[any_pool()], pods);
-            for i in ok.len() + 1..=ok.len() + bad.len() {
-                not_scheduled(s, &format!("p{i}"))?;
-            }
-            Ok(())
-        },
+        |s| supported_constraints(s, |s, k, v| selecting(s, json!({ k: v }))),
     );
     add(
         "should provision nodes for pods with supported node affinities",
-        |s| {
-            let ok = [
-                ("karpenter.sh/nodepool", "default"),
-                (ZONE, "test-zone-1"),
-                (ITYPE, "default-instance-type"),
-                ("kubernetes.io/arch", "arm64"),
-                ("kubernetes.io/os", "linux"),
-            ];
-            let pods = ok
-                .iter()
-                .map(|(k, v)| requiring(s, json!([req(k, "In", &[v])])))
-                .collect();
-            s.provision(&[any_pool()], pods);
-            for i in 1..=ok.len() {
-                node(s, &format!("p{i}"))?;
-            }
-            let bad = [
-                ("karpenter.sh/nodepool", "unknown"),
-                (ZONE, "unknown"),
-                (ITYPE, "unknown"),
-                ("kubernetes.io/arch", "unknown"),
-                ("kubernetes.io/os", "unknown"),
-                (CT, "unknown"),
-                ("foo", "bar"),
-            ];
-            let pods = bad
-                .iter()
-                .map(|(k, v)| requiring(s, json!([req(k, "In", &[v])])))
-                .collect();
-            s.provision(&[any_pool()], pods);
-            for i in ok.len() + 1..=ok.len() + bad.len() {
-                not_scheduled(s, &format!("p{i}"))?;
-            }
-            Ok(())
-        },
+        |s| supported_constraints(s, |s, k, v| requiring(s, json!([req(k, "In", &[v])]))),
     );
     add("should provision nodes for accelerators", |s| {
         let a = sized(s, json!({"limits": {"fake.com/vendor-a": "1"}}));
