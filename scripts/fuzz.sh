@@ -6,6 +6,9 @@
 # target/fuzz-artifacts/TARGET) and runs for SECONDS; a crash fails the script, naming the
 # input to turn into a regression test.
 #
+# The mutation seed is fixed (FUZZ_SEED, default 1) so that a crash CI finds replays here in
+# the same order; set FUZZ_SEED=0 for a random one when hunting.
+#
 #   scripts/fuzz.sh [SECONDS per target, default 6] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +44,7 @@ for t in "${targets[@]}"; do
   if ! cargo +nightly fuzz run --sanitizer none --debug-assertions --fuzz-dir fuzz \
       --target-dir "$TARGET_DIR" "$t" \
       "target/fuzz-corpus/$t" "fuzz/corpus/$t" -- \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_total_time="$seconds" -seed="${FUZZ_SEED:-1}" -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="target/fuzz-artifacts/$t/" -print_final_stats=1 \
       >"target/fuzz-$t.log" 2>&1; then
     tail -40 "target/fuzz-$t.log" >&2

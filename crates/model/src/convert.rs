@@ -891,6 +891,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pod_whose_requests_add_up_past_the_largest_quantity_converts_without_overflow() {
+        // Found by fuzzing (fuzz/fuzz_targets/pods.rs): each quantity is clamped to i64, and
+        // their sum (containers, sidecars, pod overhead) once overflowed.
+        let huge = serde_json::json!({"cpu": "9E", "memory": "9Ei", "example.com/gpu": "9E"});
+        let p: core::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [
+                    {"name": "a", "resources": {"requests": huge.clone(), "limits": huge.clone()}},
+                    {"name": "b", "resources": {"requests": huge.clone(), "limits": huge.clone()}}
+                ],
+                "initContainers": [
+                    {"name": "s", "restartPolicy": "Always",
+                        "resources": {"requests": huge.clone(), "limits": huge.clone()}}
+                ],
+                "overhead": huge
+            }
+        }))
+        .unwrap();
+        let out = pod(&p, &mut Vec::new()).unwrap();
+        assert_eq!(out.requests.cpu, i64::MAX);
+        assert_eq!(out.requests.memory, i64::MAX);
+        assert_eq!(out.requests.extended["example.com/gpu"], i64::MAX);
+    }
+
+    #[test]
     fn a_node_before_initialization_loses_its_ephemeral_and_startup_taints_only() {
         let t = |key: &str, value: &str, effect: Effect| Taint {
             key: key.into(),

@@ -165,28 +165,35 @@ impl Resources {
         .chain(self.extended.iter().map(|(k, v)| (k.as_str(), *v)))
     }
 
+    /// Adds `other`. Amounts saturate at the ends of `i64` (a quantity such as `1E` CPU
+    /// already sits at the top): an absurd request stays absurd instead of wrapping round.
     pub fn add(&mut self, other: &Resources) {
-        self.cpu += other.cpu;
-        self.memory += other.memory;
-        self.ephemeral_storage += other.ephemeral_storage;
-        self.pods += other.pods;
+        self.cpu = self.cpu.saturating_add(other.cpu);
+        self.memory = self.memory.saturating_add(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
+        self.pods = self.pods.saturating_add(other.pods);
         for (k, v) in &other.extended {
             let e = self.extended.entry(k.clone()).or_insert(0);
-            *e += v;
+            *e = e.saturating_add(*v);
             if *e == 0 {
                 self.extended.remove(k);
             }
         }
     }
 
+    /// Subtracts `other`, saturating as `add` does.
     pub fn sub(&mut self, other: &Resources) {
-        self.cpu -= other.cpu;
-        self.memory -= other.memory;
-        self.ephemeral_storage -= other.ephemeral_storage;
-        self.pods -= other.pods;
+        self.cpu = self.cpu.saturating_sub(other.cpu);
+        self.memory = self.memory.saturating_sub(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
+        self.pods = self.pods.saturating_sub(other.pods);
         for (k, v) in &other.extended {
             let e = self.extended.entry(k.clone()).or_insert(0);
-            *e -= v;
+            *e = e.saturating_sub(*v);
             if *e == 0 {
                 self.extended.remove(k);
             }
