@@ -33,6 +33,8 @@ pub struct ControllerArgs {
     pub expendable_priority_cutoff: i32,
     /// `--preference-policy Ignore`.
     pub ignore_preferences: bool,
+    /// Karpenter's MinValuesPolicy BestEffort.
+    pub relax_min_values: bool,
     /// `--provider aws`: the EKS cluster's name (tags, user data), its endpoint, and the SQS
     /// interruption queue (none: no interruption handling).
     pub cluster_name: Option<String>,
@@ -284,6 +286,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         scheduler_names: args.scheduler_names.clone(),
         expendable_priority_cutoff: args.expendable_priority_cutoff,
         ignore_preferences: args.ignore_preferences,
+        relax_min_values: args.relax_min_values,
         batch_idle: args.batch_idle,
         batch_max: args.batch_max,
         metrics_state_interval: 1.0,

@@ -87,6 +87,11 @@ enum Command {
         /// ScheduleAnyway spread where it can; Ignore plans without them.
         #[arg(long = "preference-policy", value_enum, default_value_t = PreferencePolicy::Respect)]
         preference_policy: PreferencePolicy,
+        /// Karpenter's minValues policy: Strict leaves a pod pending when a NodePool's
+        /// `minValues` cannot be met; BestEffort lowers them to what the types offer and marks
+        /// the NodeClaim `karpenter.sh/nodeclaim-min-values-relaxed: "true"`.
+        #[arg(long = "min-values-policy", value_enum, default_value_t = MinValuesPolicy::Strict)]
+        min_values_policy: MinValuesPolicy,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -173,6 +178,11 @@ enum Command {
         /// ScheduleAnyway spread where it can; Ignore plans without them.
         #[arg(long = "preference-policy", value_enum, default_value_t = PreferencePolicy::Respect)]
         preference_policy: PreferencePolicy,
+        /// Karpenter's minValues policy: Strict leaves a pod pending when a NodePool's
+        /// `minValues` cannot be met; BestEffort lowers them to what the types offer and marks
+        /// the NodeClaim `karpenter.sh/nodeclaim-min-values-relaxed: "true"`.
+        #[arg(long = "min-values-policy", value_enum, default_value_t = MinValuesPolicy::Strict)]
+        min_values_policy: MinValuesPolicy,
         /// A batch of pending pods is planned once no new one came for this long (a Go
         /// duration; Karpenter's BATCH_IDLE_DURATION)…
         #[arg(long = "batch-idle-duration", default_value = "1s", value_parser = go_duration)]
@@ -536,6 +546,15 @@ fn strategy(s: &str) -> Result<capstan_pack::Strategy> {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Karpenter's `--min-values-policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum MinValuesPolicy {
+    #[value(name = "Strict")]
+    Strict,
+    #[value(name = "BestEffort")]
+    BestEffort,
+}
+
 /// Karpenter's `--preference-policy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum PreferencePolicy {
@@ -557,6 +576,7 @@ fn plan(
     spot_share: f64,
     spot_prices: Option<&str>,
     preference_policy: PreferencePolicy,
+    min_values_policy: MinValuesPolicy,
     output: Output,
 ) -> Result<()> {
     use capstan_cli::plan_cmd;
@@ -612,6 +632,7 @@ fn plan(
         strategy,
         time_limit_seconds: time_limit,
         spot_max_pool_share: spot_share,
+        relax_min_values: min_values_policy == MinValuesPolicy::BestEffort,
     };
     spot.report(&p.nodepools);
     let (r, ms) = plan_cmd::run(&p, &options)?;
@@ -1148,6 +1169,7 @@ fn main() -> ExitCode {
             spot_max_pool_share,
             spot_prices,
             preference_policy,
+            min_values_policy,
             output,
         } => plan(
             pods.as_deref(),
@@ -1160,6 +1182,7 @@ fn main() -> ExitCode {
             spot_max_pool_share,
             spot_prices.as_deref(),
             preference_policy,
+            min_values_policy,
             output,
         ),
         Command::Consolidate {
@@ -1261,6 +1284,7 @@ fn main() -> ExitCode {
             scheduler_names,
             expendable_priority_cutoff,
             preference_policy,
+            min_values_policy,
             cluster_name,
             cluster_endpoint,
             interruption_queue,
@@ -1281,6 +1305,7 @@ fn main() -> ExitCode {
             scheduler_names,
             expendable_priority_cutoff,
             ignore_preferences: preference_policy == PreferencePolicy::Ignore,
+            relax_min_values: min_values_policy == MinValuesPolicy::BestEffort,
             cluster_name,
             cluster_endpoint,
             interruption_queue,

@@ -323,10 +323,24 @@ pub fn plan_json(p: &PlanInput, r: &PackResult, solve_ms: f64) -> Value {
                 .iter()
                 .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect.as_str()}))
                 .collect();
+            // Karpenter's MinValuesPolicy BestEffort: what the claim's minValues came down to.
+            let min_values: std::collections::BTreeMap<String, u32> = c
+                .requirements
+                .iter()
+                .filter_map(|r| r.min_values.map(|m| (r.key.clone(), m)))
+                .collect();
+            let mut annotations = std::collections::BTreeMap::new();
+            if pool.is_some_and(|n| {
+                capstan_model::claim::min_values_relaxed(&n.requirements, &c.requirements)
+            }) {
+                annotations.insert(capstan_model::claim::MIN_VALUES_RELAXED_ANNOTATION, "true");
+            }
             json!({
                 "name": name,
                 "labels": labels,
                 "taints": taints,
+                "annotations": annotations,
+                "min_values": min_values,
                 "nodepool": c.nodepool,
                 "instance_type": types[c.offering.instance_type].name,
                 "capacity_type": c.offering.capacity_type,

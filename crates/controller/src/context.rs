@@ -483,6 +483,18 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
                 startup_taints: pool.startup_taints.clone(),
                 node_class: pool.spec.template.spec.node_class_ref.clone(),
                 finalizers: vec![TERMINATION_FINALIZER.into()],
+                annotations: if capstan_model::claim::min_values_relaxed(
+                    &pool.requirements,
+                    &requirements,
+                ) {
+                    [(
+                        capstan_model::claim::MIN_VALUES_RELAXED_ANNOTATION.to_string(),
+                        "true".to_string(),
+                    )]
+                    .into()
+                } else {
+                    Default::default()
+                },
                 ..Default::default()
             };
             match self.write(Write::CreateClaim(Box::new(claim))).await {

@@ -134,6 +134,10 @@ pub struct Config {
     /// (preferred node and pod (anti-)affinity, `ScheduleAnyway` spread). Off: they are
     /// honoured where they can be and relaxed where they cannot.
     pub ignore_preferences: bool,
+    /// Karpenter's `--min-values-policy BestEffort`: a NodeClaim whose types cannot meet a
+    /// NodePool's `minValues` asks for what they offer (and is annotated
+    /// `karpenter.sh/nodeclaim-min-values-relaxed`); off (Strict), the pod waits.
+    pub relax_min_values: bool,
     /// Rebuild the state gauges of [`Metrics`] (pods, nodes, NodePools, prices) at most this
     /// often; 0: never (the simulator, where nothing scrapes them).
     pub metrics_state_interval: f64,
@@ -179,6 +183,7 @@ impl Default for Config {
             scheduler_names: vec![capstan_model::pod::DEFAULT_SCHEDULER.to_string()],
             expendable_priority_cutoff: EXPENDABLE_PRIORITY_CUTOFF,
             ignore_preferences: false,
+            relax_min_values: false,
             metrics_state_interval: 0.0,
             lease_name: api::LEASE_NAME.to_string(),
             spot_to_spot_consolidation: false,

@@ -379,15 +379,25 @@ impl Provisioner {
             nodepools: &pools,
             instance_types: &types,
         };
+        let solve_options = capstan_sched::SolveOptions {
+            relax_min_values: cx.config.relax_min_values,
+            ..Default::default()
+        };
         let plan = match cx.config.planner {
-            Planner::Sched => capstan_sched::solve(input, &Default::default()),
-            Planner::Pack => match capstan_pack::pack(input, &Default::default()) {
-                Ok(r) => r.plan,
-                Err(e) => {
-                    tracing::warn!(error = %e, "packer failed; using the scheduling core");
-                    capstan_sched::solve(input, &Default::default())
+            Planner::Sched => capstan_sched::solve(input, &solve_options),
+            Planner::Pack => {
+                let options = capstan_pack::PackOptions {
+                    relax_min_values: cx.config.relax_min_values,
+                    ..Default::default()
+                };
+                match capstan_pack::pack(input, &options) {
+                    Ok(r) => r.plan,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "packer failed; using the scheduling core");
+                        capstan_sched::solve(input, &solve_options)
+                    }
                 }
-            },
+            }
         };
         let plan_seconds = (cx.clock.now().saturating_sub(planning)).as_secs_f64();
         let inflight: BTreeSet<&str> = snapshot.inflight.iter().map(|f| f.name.as_str()).collect();

@@ -22,6 +22,17 @@ use std::collections::BTreeMap;
 pub const TERMINATION_FINALIZER: &str = "capstan.dev/termination";
 /// Annotation: why capstan is deleting the claim ([`Reason`]).
 pub const DISRUPTION_REASON_ANNOTATION: &str = "capstan.dev/disruption-reason";
+/// Karpenter's mark on a NodeClaim whose `minValues` its MinValuesPolicy BestEffort lowered.
+pub const MIN_VALUES_RELAXED_ANNOTATION: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
+
+/// Whether a NodeClaim's requirements ask for fewer distinct values on some key than its
+/// NodePool's `minValues` (Karpenter's MinValuesPolicy BestEffort relaxed them).
+pub fn min_values_relaxed(pool: &Requirements, claim: &Requirements) -> bool {
+    pool.iter().any(|r| {
+        r.min_values
+            .is_some_and(|m| claim.get(&r.key).and_then(|c| c.min_values).unwrap_or(0) < m)
+    })
+}
 /// Annotation: when the cloud takes the instance whatever the PDBs say (RFC 3339).
 pub const TERMINATION_DEADLINE_ANNOTATION: &str = "capstan.dev/termination-deadline";
 

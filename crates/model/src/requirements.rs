@@ -527,6 +527,13 @@ impl Requirements {
         }
     }
 
+    /// Sets the `minValues` of the requirement on `key`, if there is one.
+    pub fn set_min_values(&mut self, key: &str, min: Option<u32>) {
+        if let Ok(i) = self.items.binary_search_by(|x| x.key.as_str().cmp(key)) {
+            self.items[i].min_values = min;
+        }
+    }
+
     pub fn add_all(&mut self, other: &Requirements) {
         for r in &other.items {
             self.add(r.clone());

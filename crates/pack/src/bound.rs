@@ -16,7 +16,7 @@ use capstan_model::taints::untolerated;
 use capstan_model::{Pod, Resources};
 use capstan_sched::SolveInput;
 use capstan_sched::predicates::{
-    daemon_overhead, pod_allowed_in_pool, pod_requirements, type_compatible,
+    PoolDaemons, pod_allowed_in_pool, pod_requirements, type_compatible,
 };
 use good_lp::{
     Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, microlp, variable,
@@ -230,7 +230,7 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
     // (pool, type) cells.
     let mut pool_cells: Vec<Vec<(usize, usize)>> = Vec::new(); // per pool: (type, cell)
     for pool in input.nodepools {
-        let overhead = daemon_overhead(pool, &input.snapshot.daemonsets);
+        let daemons = PoolDaemons::new(pool, &input.snapshot.daemonsets, input.instance_types);
         let mut mine = Vec::new();
         for (t, it) in input.instance_types.iter().enumerate() {
             if !type_compatible(it, &pool.requirements) {
@@ -239,7 +239,7 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
             let Some(o) = it.cheapest_offering(&pool.requirements) else {
                 continue;
             };
-            let cap = crate::capacity_after(&it.allocatable, &overhead);
+            let cap = daemons.capacity(t, it);
             if cap.cpu < 0 || cap.memory < 0 || cap.pods <= 0 {
                 continue;
             }
@@ -390,9 +390,9 @@ pub(crate) fn config_bound_in(
     if !same {
         return Ok(None);
     }
-    let overhead = daemon_overhead(pool, &snap.daemonsets);
+    let daemons = PoolDaemons::new(pool, &snap.daemonsets, input.instance_types);
     let narrowed = pool.requirements.intersect(&reqs);
-    let cands = crate::candidates(input.instance_types, &narrowed, &overhead);
+    let cands = crate::candidates(input.instance_types, &narrowed, &daemons);
     let (dims, groups, _) = crate::shape_groups(input.pending, 0..input.pending.len());
     let vec_of = |r: &Resources| dims.iter().map(|d| r.get(d)).collect::<Vec<i64>>();
     let shapes: Vec<crate::config::Shape> = groups

@@ -30,7 +30,7 @@ pub mod spot;
 
 use capstan_model::taints::untolerated;
 use capstan_model::{InstanceType, Pod, Requirements, Resources};
-use capstan_sched::predicates::{daemon_overhead, pod_requirements, type_compatible};
+use capstan_sched::predicates::{PoolDaemons, pod_requirements, type_compatible};
 use capstan_sched::{ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, solve};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -68,6 +68,8 @@ pub struct PackOptions {
     pub time_limit_seconds: f64,
     /// Most of one plan's spot capacity (vCPU) one pool (instance type × zone) may hold.
     pub spot_max_pool_share: f64,
+    /// Karpenter's MinValuesPolicy BestEffort (see `SolveOptions::relax_min_values`).
+    pub relax_min_values: bool,
 }
 
 impl Default for PackOptions {
@@ -76,6 +78,7 @@ impl Default for PackOptions {
             strategy: Strategy::Default,
             time_limit_seconds: 10.0,
             spot_max_pool_share: 0.25,
+            relax_min_values: false,
         }
     }
 }
@@ -184,29 +187,18 @@ pub(crate) struct Cand {
 pub(crate) struct Class {
     pub pool: usize,
     pub reqs: Requirements,
-    pub overhead: Resources,
+    /// The pool's DaemonSets, per instance type.
+    pub daemons: PoolDaemons,
     /// Every launchable type, cheapest first.
     pub cands: Vec<Cand>,
     pub pods: Vec<usize>,
-}
-
-/// What pods may use of `allocatable` after daemonset overhead. A resource the type does not
-/// declare (ephemeral storage in most catalogs) stays undeclared, so it is not checked, as the
-/// scheduler does.
-pub(crate) fn capacity_after(allocatable: &Resources, overhead: &Resources) -> Resources {
-    let mut cap = allocatable.clone();
-    cap.sub(overhead);
-    if allocatable.ephemeral_storage == 0 {
-        cap.ephemeral_storage = 0;
-    }
-    cap
 }
 
 /// Candidate types for a pool narrowed by `reqs`.
 pub(crate) fn candidates(
     types: &[InstanceType],
     reqs: &Requirements,
-    overhead: &Resources,
+    daemons: &PoolDaemons,
 ) -> Vec<Cand> {
     let mut v: Vec<Cand> = types
         .iter()
@@ -214,7 +206,7 @@ pub(crate) fn candidates(
         .filter(|(_, t)| type_compatible(t, reqs))
         .filter_map(|(i, t)| {
             let o = t.cheapest_offering(reqs)?;
-            let cap = capacity_after(&t.allocatable, overhead);
+            let cap = daemons.capacity(i, t);
             (cap.cpu >= 0 && cap.memory >= 0 && cap.pods > 0).then_some(Cand {
                 t: i,
                 price: o.price,
@@ -228,6 +220,11 @@ pub(crate) fn candidates(
 
 /// Groups the free pods of a sched plan's new claims into classes.
 fn classes(input: &SolveInput<'_>, plan: &Plan, movable: &[Option<Vec<String>>]) -> Vec<Class> {
+    let daemons: Vec<PoolDaemons> = input
+        .nodepools
+        .iter()
+        .map(|p| PoolDaemons::new(p, &input.snapshot.daemonsets, input.instance_types))
+        .collect();
     let mut by_key: BTreeMap<(usize, String, String), Class> = BTreeMap::new();
     for c in &plan.new_claims {
         let Some(pool) = input.nodepools.iter().position(|p| p.name == c.nodepool) else {
@@ -277,15 +274,12 @@ fn classes(input: &SolveInput<'_>, plan: &Plan, movable: &[Option<Vec<String>>])
             let key = (pool, reqs.to_string(), tolerated);
             by_key
                 .entry(key)
-                .or_insert_with(|| {
-                    let overhead = daemon_overhead(np, &input.snapshot.daemonsets);
-                    Class {
-                        pool,
-                        cands: candidates(input.instance_types, &reqs, &overhead),
-                        reqs,
-                        overhead,
-                        pods: Vec::new(),
-                    }
+                .or_insert_with(|| Class {
+                    pool,
+                    cands: candidates(input.instance_types, &reqs, &daemons[pool]),
+                    reqs,
+                    daemons: daemons[pool].clone(),
+                    pods: Vec::new(),
                 })
                 .pods
                 .push(p);
@@ -364,7 +358,7 @@ fn claims_for(
             .cheapest_offering(&class.reqs)
             .expect("candidates have an allowed offering");
         let mut used = req.clone();
-        used.add(&class.overhead);
+        used.add(class.daemons.overhead(t));
         out.push(NewClaim {
             name: format!("{}-p{}", pool.name, *seq),
             nodepool: pool.name.clone(),
@@ -430,20 +424,24 @@ pub fn truncate_options(
         .collect()
 }
 
-/// Whether a set of claims respects each claim's pool minValues.
+/// Whether a set of claims respects each claim's minValues (its pool's, or what Karpenter's
+/// BestEffort policy relaxed them to).
 fn min_values_ok(input: &SolveInput<'_>, claims: &[NewClaim]) -> bool {
     claims.iter().all(|c| {
-        let Some(pool) = input.nodepools.iter().find(|p| p.name == c.nodepool) else {
-            return true;
-        };
-        pool.requirements
+        c.requirements
             .iter()
             .filter_map(|r| r.min_values.map(|m| (r, m)))
             .all(|(r, m)| {
-                let distinct: BTreeSet<&String> = c
+                let distinct: BTreeSet<&str> = c
                     .instance_types
                     .iter()
-                    .filter_map(|&t| input.instance_types[t].labels.get(&r.key))
+                    .flat_map(|&t| {
+                        capstan_sched::predicates::type_values(
+                            &input.instance_types[t],
+                            &r.key,
+                            &c.requirements,
+                        )
+                    })
                     .collect();
                 distinct.len() >= m as usize
             })
@@ -476,6 +474,7 @@ pub fn pack_until(
         input,
         &SolveOptions {
             claim_order: order,
+            relax_min_values: options.relax_min_values,
             ..Default::default()
         },
     );
@@ -571,16 +570,28 @@ fn shrink_claims(input: &SolveInput<'_>, claims: &mut [NewClaim]) {
         let Some(pool) = input.nodepools.iter().find(|p| p.name == c.nodepool) else {
             continue;
         };
-        let overhead = daemon_overhead(pool, &input.snapshot.daemonsets);
-        let mut used = pods_requests(input.pending, &c.pods);
-        used.add(&overhead);
+        let daemons = PoolDaemons::new(pool, &input.snapshot.daemonsets, input.instance_types);
+        let used = pods_requests(input.pending, &c.pods);
+        let ports: Vec<&capstan_model::pod::HostPort> = c
+            .pods
+            .iter()
+            .flat_map(|&p| &input.pending[p].host_ports)
+            .collect();
         // In a pool with limits, stay within the options sched chose under those limits.
         let keep: Vec<usize> = input
             .instance_types
             .iter()
             .enumerate()
             .filter(|(i, _)| pool.limits.is_empty() || c.instance_types.contains(i))
-            .filter(|(_, t)| used.fits_in(&t.allocatable) && type_compatible(t, &c.requirements))
+            .filter(|&(i, t)| {
+                used.fits_in(&daemons.capacity(i, t))
+                    && type_compatible(t, &c.requirements)
+                    && !daemons
+                        .of(i)
+                        .host_ports
+                        .iter()
+                        .any(|d| ports.iter().any(|hp| d.conflicts(hp)))
+            })
             .map(|(i, _)| i)
             .collect();
         let mut opts: Vec<(f64, usize)> = keep
@@ -603,7 +614,7 @@ fn shrink_claims(input: &SolveInput<'_>, claims: &mut [NewClaim]) {
                 price: o.price,
             };
             c.instance_types = opts.into_iter().map(|(_, t)| t).collect();
-            c.requests = used;
+            c.requests = used.plus(daemons.overhead(t));
         }
     }
 }

@@ -117,7 +117,10 @@ fn check(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], r: &PackResul
         let t = &types[c.offering.instance_type];
         let pool = pools.iter().find(|p| p.name == c.nodepool).unwrap();
         let mut used = pods_requests(&shared(pods), &c.pods);
-        used.add(&capstan_sched::predicates::daemon_overhead(pool, &[]));
+        used.add(
+            capstan_sched::predicates::PoolDaemons::new(pool, &[], types)
+                .overhead(c.offering.instance_type),
+        );
         assert!(
             used.fits_in(&t.allocatable),
             "{} over allocatable, max pods or GPUs on {}: {used}",

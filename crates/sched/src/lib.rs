@@ -128,6 +128,10 @@ pub struct SolveOptions {
     /// generic sentence). For callers that only ask whether everything fits — the disruption
     /// engine's what-ifs, the simulator's kube-scheduler — where diagnosis is most of the cost.
     pub skip_diagnosis: bool,
+    /// Karpenter's MinValuesPolicy BestEffort: a NodeClaim whose instance types cannot meet a
+    /// requirement's `minValues` lowers it to what they offer instead of refusing the pod
+    /// (the default, Strict, refuses).
+    pub relax_min_values: bool,
 }
 
 /// Everything [`solve`] reads.

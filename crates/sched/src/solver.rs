@@ -1,7 +1,7 @@
 //! The scheduling loop: first fit over slots (nodes, in-flight claims, new claims), pods
 //! sorted by CPU then memory descending, preferences relaxed one step at a time.
 
-use crate::predicates::{daemon_overhead, pod_requirements, type_allows};
+use crate::predicates::{PoolDaemons, pod_requirements, type_allows, type_values};
 use crate::topology::{KeyConstraint, Owned, PodTopology, Topology, pin};
 use crate::{
     Binding, ChosenOffering, ClaimOrder, NewClaim, Plan, SolveInput, SolveOptions, Unschedulable,
@@ -210,7 +210,11 @@ struct Solver<'a> {
     groups: Vec<PodGroups>,
     pool_order: Vec<usize>,
     pool_types: Vec<Vec<u32>>,
-    overhead: Vec<Resources>,
+    /// Per pool: the DaemonSets on its new nodes, per instance type.
+    daemons: Vec<PoolDaemons>,
+    /// Per pool, per catalog type (filled for the pool's types): what pods may use of a new
+    /// node after the DaemonSets.
+    capacity: Vec<Vec<Resources>>,
     /// Per pool with limits: limit minus what existing nodes use.
     limit_base: Vec<Option<BTreeMap<String, i64>>>,
     reserved_sum: Vec<Resources>,
@@ -226,15 +230,16 @@ struct Solver<'a> {
     unschedulable: Vec<Unschedulable>,
 }
 
-/// `a + b <= cap`, component-wise, without allocating.
+/// `a + b <= cap`, component-wise, without allocating (sums saturate, as `Resources::add`).
 fn sum_fits(a: &Resources, b: &Resources, cap: &Resources) -> bool {
-    a.cpu + b.cpu <= cap.cpu
-        && a.memory + b.memory <= cap.memory
-        && a.pods + b.pods <= cap.pods
+    a.cpu.saturating_add(b.cpu) <= cap.cpu
+        && a.memory.saturating_add(b.memory) <= cap.memory
+        && a.pods.saturating_add(b.pods) <= cap.pods
         && (cap.ephemeral_storage == 0
-            || a.ephemeral_storage + b.ephemeral_storage <= cap.ephemeral_storage)
+            || a.ephemeral_storage.saturating_add(b.ephemeral_storage) <= cap.ephemeral_storage)
         && b.extended.iter().all(|(k, v)| {
-            a.extended.get(k).copied().unwrap_or(0) + v <= cap.extended.get(k).copied().unwrap_or(0)
+            a.extended.get(k).copied().unwrap_or(0).saturating_add(*v)
+                <= cap.extended.get(k).copied().unwrap_or(0)
         })
 }
 
@@ -296,11 +301,21 @@ impl<'a> Solver<'a> {
             })
             .collect();
 
-        // Daemonset overhead per pool: every DaemonSet that tolerates the pool's taints and
-        // whose node requirements the pool can meet.
-        let overhead = pools
+        // DaemonSet overhead per pool and instance type.
+        let daemons: Vec<PoolDaemons> = pools
             .iter()
-            .map(|p| daemon_overhead(p, &input.snapshot.daemonsets))
+            .map(|p| PoolDaemons::new(p, &input.snapshot.daemonsets, types))
+            .collect();
+        let capacity = daemons
+            .iter()
+            .zip(&pool_types)
+            .map(|(d, ts)| {
+                let mut caps = vec![Resources::new(); types.len()];
+                for &t in ts {
+                    caps[t as usize] = d.capacity(t as usize, &types[t as usize]);
+                }
+                caps
+            })
             .collect();
 
         // Existing nodes and in-flight claims become fixed slots, tried in this order:
@@ -476,7 +491,8 @@ impl<'a> Solver<'a> {
             groups: Vec::new(),
             pool_order,
             pool_types,
-            overhead,
+            daemons,
+            capacity,
             limit_base,
             reserved_sum: vec![Resources::new(); pools.len()],
             reserved_nodes: vec![0; pools.len()],
@@ -583,6 +599,45 @@ impl<'a> Solver<'a> {
             );
         }
         self.groups = groups;
+        self.filter_spread_domains();
+    }
+
+    /// A spread with nodeAffinityPolicy or nodeTaintsPolicy Honor knows only the domains of
+    /// the nodes and NodePools it counts (kube-scheduler's and Karpenter's domain discovery):
+    /// a domain only a node the pod's node affinity excludes, or whose taints it does not
+    /// tolerate, offers is no domain for its skew.
+    fn filter_spread_domains(&mut self) {
+        let pools = self.input.nodepools;
+        let types = self.input.instance_types;
+        for g in 0..self.topo.groups.len() {
+            let grp = &self.topo.groups[g];
+            let filtered = grp.g.filter_reqs.is_some() || grp.g.filter_tolerations.is_some();
+            if grp.hostname
+                || !filtered
+                || !matches!(grp.g.kind, crate::topology::Kind::Spread { .. })
+            {
+                continue;
+            }
+            let key = &grp.g.key;
+            let mut domains = BTreeSet::new();
+            for slot in self
+                .slots
+                .iter()
+                .filter(|s| !matches!(s.kind, SlotKind::New { .. }))
+            {
+                if let Some(r) = slot.reqs.get(key).filter(|r| r.len() == Some(1))
+                    && grp.node_counts(&slot.reqs, slot.undefined, &slot.taints)
+                {
+                    domains.insert(r.values()[0].clone());
+                }
+            }
+            for (p, pool) in pools.iter().enumerate() {
+                if grp.node_counts(&pool.requirements, Undefined::AllowWellKnown, &pool.taints) {
+                    collect_pool_values(pool, &self.pool_types[p], types, key, &mut domains);
+                }
+            }
+            self.topo.groups[g].domains = Some(domains);
+        }
     }
 
     fn run(&mut self) {
@@ -821,7 +876,7 @@ impl<'a> Solver<'a> {
         }
         let mut max = Resources::new();
         for &t in &options {
-            max.max_with(&types[t as usize].allocatable);
+            max.max_with(&self.capacity[p][t as usize]);
         }
         Some(Slot {
             name: format!("{}-{}", pool.name, self.claim_seq[p]),
@@ -829,7 +884,9 @@ impl<'a> Solver<'a> {
             reqs: pool.requirements.clone(),
             undefined: Undefined::AllowWellKnown,
             taints: pool.taints.clone(),
-            used: self.overhead[p].clone(),
+            // A new claim's `used` is its pods' requests; `max` and the options' capacities
+            // are net of the DaemonSets, which differ per type.
+            used: Resources::new(),
             max,
             options,
             pods: Vec::new(),
@@ -918,7 +975,12 @@ impl<'a> Solver<'a> {
                 .get_or_insert_with(|| slot.reqs.clone())
                 .add(pin(&kc.key, &d));
         }
+        let SlotKind::New { pool } = slot.kind else {
+            unreachable!("fixed slots returned above")
+        };
         let types = self.input.instance_types;
+        let caps = &self.capacity[pool];
+        let daemons = &self.daemons[pool];
         let used = slot.used.plus(&pod.requests);
         let reqs = new_reqs.as_ref().unwrap_or(&slot.reqs);
         let changed: Vec<&capstan_model::Requirement> = match &new_reqs {
@@ -942,7 +1004,7 @@ impl<'a> Solver<'a> {
             .copied()
             .filter(|&t| {
                 let it = &types[t as usize];
-                used.fits_in(&it.allocatable)
+                used.fits_in(&caps[t as usize])
                     && self.offerings.masks[t as usize] & mask != 0
                     && changed.iter().all(|r| type_allows(it, r))
             })
@@ -950,20 +1012,50 @@ impl<'a> Solver<'a> {
         if options.is_empty() {
             return Err(Reject::NoInstanceType);
         }
+        // The host ports of the DaemonSets that would run beside it, per type.
+        let options = if pod.host_ports.is_empty() {
+            options
+        } else {
+            let free: Vec<u32> = options
+                .into_iter()
+                .filter(|&t| {
+                    let held = &daemons.of(t as usize).host_ports;
+                    !pod.host_ports
+                        .iter()
+                        .any(|hp| held.iter().any(|o| o.conflicts(hp)))
+                })
+                .collect();
+            if free.is_empty() {
+                return Err(Reject::HostPort(pod.host_ports[0].port));
+            }
+            free
+        };
+        let mut relaxed: Vec<(String, u32)> = Vec::new();
         for r in reqs.iter() {
             if let Some(min) = r.min_values {
                 let distinct: BTreeSet<&str> = options
                     .iter()
-                    .filter_map(|&t| value_of_type(&types[t as usize], &r.key))
+                    .flat_map(|&t| type_values(&types[t as usize], &r.key, reqs))
                     .collect();
                 if distinct.len() < min as usize {
-                    return Err(Reject::MinValues {
-                        key: r.key.clone(),
-                        have: distinct.len(),
-                        need: min,
-                    });
+                    if !self.options.relax_min_values {
+                        return Err(Reject::MinValues {
+                            key: r.key.clone(),
+                            have: distinct.len(),
+                            need: min,
+                        });
+                    }
+                    // Karpenter's MinValuesPolicy BestEffort: the claim asks for what is left.
+                    relaxed.push((r.key.clone(), distinct.len() as u32));
                 }
             }
+        }
+        if !relaxed.is_empty() {
+            let mut r = new_reqs.unwrap_or_else(|| slot.reqs.clone());
+            for (key, min) in relaxed {
+                r.set_min_values(&key, Some(min));
+            }
+            new_reqs = Some(r);
         }
         Ok(Fit {
             reqs: new_reqs,
@@ -992,11 +1084,13 @@ impl<'a> Solver<'a> {
             }
             if let Some(o) = fit.options {
                 if o.len() != slot.options.len() {
-                    let mut max = Resources::new();
-                    for &t in &o {
-                        max.max_with(&types[t as usize].allocatable);
+                    if let SlotKind::New { pool } = slot.kind {
+                        let mut max = Resources::new();
+                        for &t in &o {
+                            max.max_with(&self.capacity[pool][t as usize]);
+                        }
+                        slot.max = max;
                     }
-                    slot.max = max;
                 }
                 slot.options = o;
             }
@@ -1168,30 +1262,44 @@ impl<'a> Solver<'a> {
         let types = self.input.instance_types;
         let all = slot.reqs.intersect(reqs);
         let mask = self.offerings.allowed(&all);
-        let matching: Vec<&InstanceType> = slot
+        let matching: Vec<usize> = slot
             .options
             .iter()
             .map(|&t| t as usize)
             .filter(|&t| {
                 self.offerings.masks[t] & mask != 0 && all.iter().all(|r| type_allows(&types[t], r))
             })
-            .map(|t| &types[t])
             .collect();
         if matching.is_empty() {
             return format!("no instance type matches {reqs}");
         }
         let mut max = Resources::new();
-        for t in &matching {
-            max.max_with(&t.allocatable);
+        for &t in &matching {
+            max.max_with(&types[t].allocatable);
         }
-        let overhead = &self.overhead[p];
-        let need = overhead.plus(&pod.requests);
-        if let Some(sf) = need.shortfall(&max) {
+        // With one DaemonSet overhead for every matching type, name it; when it differs per
+        // type, compare with what each type leaves after its own.
+        let (need, room, overhead) = match self.daemons[p].common_overhead(matching.iter().copied())
+        {
+            Some(o) => (
+                o.plus(&pod.requests),
+                max.clone(),
+                (!o.is_zero()).then(|| o.to_string()),
+            ),
+            None => {
+                let mut net = Resources::new();
+                for &t in &matching {
+                    net.max_with(&self.capacity[p][t]);
+                }
+                let text = "(which differs per instance type)".to_string();
+                (pod.requests.clone(), net, Some(text))
+            }
+        };
+        if let Some(sf) = need.shortfall(&room) {
             let alone = pod.requests.shortfall(&max).is_none();
-            let tail = if alone && !overhead.is_zero() {
-                format!(" after daemonset overhead {overhead}")
-            } else {
-                String::new()
+            let tail = match overhead {
+                Some(o) if alone => format!(" after daemonset overhead {o}"),
+                _ => String::new(),
             };
             let [needs, offers] =
                 <[String; 2]>::try_from(capstan_model::resources::format_amounts(
@@ -1238,7 +1346,7 @@ impl<'a> Solver<'a> {
                         nodepool: self.input.nodepools[pool].name.clone(),
                         requirements: slot.reqs.clone(),
                         pods: slot.pods.clone(),
-                        requests: slot.used.clone(),
+                        requests: slot.used.plus(self.daemons[pool].overhead(t)),
                         instance_types: opts.into_iter().map(|(_, t, _)| t).collect(),
                         offering,
                     });
@@ -1261,10 +1369,6 @@ impl<'a> Solver<'a> {
 }
 
 /// A type's value for a label key, offerings aside.
-fn value_of_type<'t>(t: &'t InstanceType, key: &str) -> Option<&'t str> {
-    t.labels.get(key).map(String::as_str)
-}
-
 /// Every domain value a node could have, per topology key the pods use.
 fn universe(
     input: &SolveInput<'_>,

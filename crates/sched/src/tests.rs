@@ -489,6 +489,127 @@ fn a_daemonset_counts_on_a_pool_that_meets_any_of_its_node_affinity_terms() {
 }
 
 #[test]
+fn a_daemonset_counts_only_on_the_instance_types_it_can_run_on() {
+    // A DaemonSet pinned to the m.2xlarge type: 1.8 CPU fits an m.large beside no daemons,
+    // and only an m.2xlarge pays its 0.5 CPU (Karpenter's per-type daemon overhead groups).
+    let mut w = World::new();
+    let pinned = |ty: &str| {
+        pod(
+            "ds",
+            500,
+            128,
+            json!({}),
+            json!({"nodeSelector": {"node.kubernetes.io/instance-type": ty}}),
+        )
+    };
+    // (the type the DaemonSet requires, the pod's CPU, the type chosen, the claim's CPU)
+    let cases = [
+        ("m.2xlarge", 1800, "m.large", 1800),
+        ("m.large", 1800, "m.xlarge", 1800),
+        ("m.large", 1400, "m.large", 1900),
+        ("no.such-type", 1800, "m.large", 1800),
+    ];
+    for (ty, cpu, want, requests) in cases {
+        w.snapshot.daemonsets = vec![pinned(ty)];
+        let plan = w.solve(&[plain("a", cpu, 512)]);
+        let c = &plan.new_claims[0];
+        assert_eq!(w.types[c.offering.instance_type].name, want, "{ty} {cpu}");
+        assert_eq!(c.requests.cpu, requests, "{ty} {cpu}");
+    }
+}
+
+#[test]
+fn a_daemonsets_host_port_is_held_on_the_new_nodes_it_runs_on() {
+    let ported = |name: &str, port: i32, spec: Value| {
+        let mut s = spec.as_object().cloned().unwrap_or_default();
+        s.insert(
+            "containers".into(),
+            json!([{"name": "c", "ports": [{"containerPort": port, "hostPort": port}],
+                "resources": {"requests": {"cpu": "100m"}}}]),
+        );
+        let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": Value::Object(s)
+        }))
+        .unwrap();
+        convert::pod(&p, &mut Vec::new()).unwrap()
+    };
+    let mut w = World::new();
+    // Everywhere: a pod wanting the same port can go nowhere new.
+    w.snapshot.daemonsets = vec![ported("ds", 8080, json!({}))];
+    let plan = w.solve(&[ported("a", 8080, json!({}))]);
+    assert!(plan.new_claims.is_empty(), "{plan:?}");
+    assert!(reason(&plan, 0).contains("8080"), "{}", reason(&plan, 0));
+    // Another port: no conflict.
+    let plan = w.solve(&[ported("a", 9090, json!({}))]);
+    assert_eq!(plan.new_claims.len(), 1);
+    // Only on m.large: the pod goes to the next type.
+    w.snapshot.daemonsets = vec![ported(
+        "ds",
+        8080,
+        json!({"nodeSelector": {"node.kubernetes.io/instance-type": "m.large"}}),
+    )];
+    let plan = w.solve(&[ported("a", 8080, json!({}))]);
+    assert_eq!(
+        w.types[plan.new_claims[0].offering.instance_type].name,
+        "m.xlarge"
+    );
+}
+
+#[test]
+fn min_values_count_zones_from_offerings_and_best_effort_relaxes_what_cannot_be_met() {
+    let mut w = World::new();
+    let req = |key: &str, values: &[&str], min: u32| json!({"key": key, "operator": "In", "values": values, "minValues": min});
+    let pods = [plain("a", 500, 512)];
+    // (requirement, relax, claimed min values (None: unschedulable))
+    let cases = [
+        (req(ZONE, &ZONES, 3), false, Some(3)),
+        (req(ZONE, &ZONES, 3), true, Some(3)),
+        (
+            req(INSTANCE_TYPE, &["m.large", "m.xlarge", "x.none"], 3),
+            false,
+            None,
+        ),
+        (
+            req(INSTANCE_TYPE, &["m.large", "m.xlarge", "x.none"], 3),
+            true,
+            Some(2),
+        ),
+    ];
+    for (r, relax, want) in cases {
+        w.pools = vec![pool(
+            json!({"template": {"spec": {"requirements": [r.clone()]}}}),
+        )];
+        let pending: Vec<std::sync::Arc<Pod>> =
+            pods.iter().cloned().map(std::sync::Arc::new).collect();
+        let plan = solve(
+            SolveInput {
+                snapshot: &w.snapshot,
+                pending: &pending,
+                nodepools: &w.pools,
+                instance_types: &w.types,
+            },
+            &SolveOptions {
+                relax_min_values: relax,
+                ..Default::default()
+            },
+        );
+        let key = r["key"].as_str().unwrap();
+        let got = plan
+            .new_claims
+            .first()
+            .map(|c| c.requirements.get(key).unwrap().min_values.unwrap());
+        assert_eq!(got, want, "{r} relax={relax}: {plan:?}");
+        if let Some(c) = plan.new_claims.first() {
+            assert_eq!(
+                capstan_model::claim::min_values_relaxed(&w.pools[0].requirements, &c.requirements),
+                want.is_some_and(|m| m < 3),
+            );
+        }
+    }
+}
+
+#[test]
 fn a_pods_volume_zone_places_its_new_node_but_its_topology_spread_still_counts_every_zone() {
     let in_zone = |z: &str| {
         [capstan_model::Requirement::in_values(ZONE, [z.to_string()])]
@@ -808,6 +929,59 @@ fn zonal_spread_balances_new_pods_across_zones() {
         vec![2, 2, 2],
         "{per_zone:?}"
     );
+}
+
+#[test]
+fn a_spread_honouring_taints_or_node_affinity_knows_only_the_domains_it_counts() {
+    // A node in rack r9, tainted and labelled `tier: old`; the NodePool makes rack r1 nodes
+    // labelled `tier: new`. Three pods spread over racks (maxSkew 1), tolerating nothing:
+    // counting r9 (policy Ignore), only one pod may go to r1 and the rest find no place;
+    // honouring the taint, or a node selector `tier: new`, r9 is no domain and all go to r1.
+    let mut w = World::new();
+    w.pools = vec![pool(
+        json!({"template": {"metadata": {"labels": {"rack": "r1", "tier": "new"}}, "spec": {}}}),
+    )];
+    w.snapshot.nodes.push(node(
+        "old",
+        "us-east-1a",
+        4,
+        16,
+        json!({"labels": {"rack": "r9", "tier": "old"},
+               "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}),
+    ));
+    // (spread fields, node selector, pods planned)
+    let cases = [
+        (json!({}), json!({}), 1),
+        (json!({"nodeTaintsPolicy": "Honor"}), json!({}), 3),
+        (json!({}), json!({"tier": "new"}), 3),
+        (
+            json!({"nodeAffinityPolicy": "Ignore"}),
+            json!({"tier": "new"}),
+            1,
+        ),
+    ];
+    for (extra, selector, want) in cases {
+        let mut spread = json!({"maxSkew": 1, "topologyKey": "rack",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}});
+        for (k, v) in extra.as_object().unwrap() {
+            spread[k] = v.clone();
+        }
+        let spec = json!({"topologySpreadConstraints": [spread], "nodeSelector": selector});
+        let pods: Vec<Pod> = (0..3)
+            .map(|i| {
+                pod(
+                    &format!("web-{i}"),
+                    100,
+                    100,
+                    json!({"app": "web"}),
+                    spec.clone(),
+                )
+            })
+            .collect();
+        let plan = w.solve(&pods);
+        let planned: usize = plan.new_claims.iter().map(|c| c.pods.len()).sum();
+        assert_eq!(planned, want, "{extra} {selector}: {plan:?}");
+    }
 }
 
 #[test]

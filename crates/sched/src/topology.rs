@@ -53,6 +53,9 @@ pub(crate) struct Group {
     pub owners_total: u32,
     /// Every slot below this index holds a selected pod (counts never fall within a solve).
     zero_cursor: usize,
+    /// Spread with a Honor policy: the domains of the nodes and NodePools that count (set by
+    /// the solver; `None`: every domain of the universe).
+    pub domains: Option<BTreeSet<String>>,
 }
 
 impl Group {
@@ -226,6 +229,7 @@ impl Topology {
             total: 0,
             owners_total: 0,
             zero_cursor: 0,
+            domains: None,
         });
         i
     }
@@ -346,6 +350,7 @@ impl Topology {
                     let eligible: Vec<&String> = universe
                         .iter()
                         .filter(|d| grp.g.filter_reqs.is_none() || pod_reqs.allows(&grp.g.key, d))
+                        .filter(|d| grp.domains.as_ref().is_none_or(|s| s.contains(*d)))
                         .collect();
                     let min = if min_domains.is_some_and(|m| (eligible.len() as i32) < m) {
                         0
