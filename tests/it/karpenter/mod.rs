@@ -21,29 +21,6 @@ const INSTANCE_SELECTION: &str =
 /// and one that starts to pass must leave this list.
 const KNOWN_GAPS: &[(&str, &str, &str)] = &[
     (
-        suite::provisioning::PROVISIONING,
-        "should account for daemonset hostports",
-        "a DaemonSet's host ports are not held on a new node: a pod wanting the same port is \
-         planned there (kube-scheduler then refuses it)",
-    ),
-    (
-        suite::provisioning::PROVISIONING,
-        "should not account for daemonset hostports when daemonset would not schedule on selected node",
-        "DaemonSet overhead is reckoned per NodePool, not per instance type: a DaemonSet \
-         requiring a label only some of the pool's types carry (size: small) is left out",
-    ),
-    (
-        suite::provisioning::PROVISIONING,
-        "should filter out daemonsets based on instance type requirements",
-        "as above (per-NodePool DaemonSet overhead)",
-    ),
-    (
-        suite::provisioning::PROVISIONING,
-        "should ignore daemonsets when no instance types meet the daemonset requirements",
-        "as above: a DaemonSet requiring an instance type that does not exist is counted on \
-         the pool's nodes, as its requirements do not conflict with the pool's",
-    ),
-    (
         suite::SUITE,
         "should re-schedule pods from a deleting node when pods are active",
         "capstan provisions for a deleting node's pods once they are evicted and pending, not \
@@ -55,26 +32,6 @@ const KNOWN_GAPS: &[(&str, &str, &str)] = &[
         "should reschedule pods from a deleting node when pods are not active and they are owned by a StatefulSet",
         "as above: a terminating StatefulSet pod comes back under the same name, and capstan \
          waits for it to be pending",
-    ),
-    (
-        topology::TOPOLOGY,
-        "should balance pods across a label (NodeTaintsPolicy=honor)",
-        "domains of nodes whose taints the pod does not tolerate still count for the spread",
-    ),
-    (
-        topology::TOPOLOGY,
-        "should balance pods across a label when discovered from the nodepool (NodeTaintsPolicy=honor)",
-        "domains of NodePools whose taints the pod does not tolerate still count",
-    ),
-    (
-        topology::TOPOLOGY,
-        "should balance pods across a label when mutually exclusive NodePools (by taints) share domains (NodeTaintsPolicy=honor)",
-        "as above",
-    ),
-    (
-        topology::TOPOLOGY,
-        "should balance pods across a label (NodeAffinityPolicy=honor)",
-        "domains of nodes the pod's node affinity excludes on other labels still count",
     ),
 ];
 

@@ -354,6 +354,8 @@ pub fn cases() -> Vec<Scenario> {
     preferential_fallback(&mut out);
     ignore_preferences(&mut out);
     multiple_nodepools(&mut out);
+    static_nodepools(&mut out);
+    min_values_policy(&mut out);
     out
 }
 
@@ -1439,6 +1441,224 @@ fn multiple_nodepools(out: &mut Vec<Scenario>) {
             s.provision(&pools, vec![p]);
             let got = pool_label(s, "p1")?;
             ensure(got == "target", format!("from {got}"))
+        },
+    );
+}
+
+/// `test.StaticNodePool()`: `spec.replicas` set.
+fn static_pool(name: &str, replicas: i64) -> Value {
+    let mut p = nodepool(name, vec![]);
+    p["spec"]["replicas"] = json!(replicas);
+    p
+}
+
+/// `StaticNodePool` (lines 2847–2874).
+fn static_nodepools(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: Body| add_prov(out, it, default_types, run);
+    add("should not create NodeClaims for StaticNodePool", |s| {
+        let p = bare(s);
+        s.provision(&[static_pool("static", 2)], vec![p]);
+        not_scheduled(s, "p1")
+    });
+    add(
+        "should still provision dynamic NodeClaims when there are both Static and Dynamic NodePools",
+        |s| {
+            let p = bare(s);
+            s.provision(&[any_pool(), static_pool("static", 1)], vec![p]);
+            let got = pool_label(s, "p1")?;
+            ensure(got == "default", format!("from {got}"))
+        },
+    );
+}
+
+/// Two (or, with `second_zone`, one) 4-CPU arm64 types at $0.52, spot, each in one zone
+/// (`with instance type requirements`) — or one type in two zones (`with zone requirements`).
+fn two_spot_types() -> Vec<FakeType> {
+    vec![
+        FakeType::new("instance-type-1", "arm64", 4.0, 4.0).offering(
+            "spot",
+            "test-zone-1-spot",
+            0.52,
+        ),
+        FakeType::new("instance-type-2", "arm64", 4.0, 4.0).offering(
+            "spot",
+            "test-zone-2-spot",
+            0.52,
+        ),
+    ]
+}
+
+fn one_type_two_zones() -> Vec<FakeType> {
+    vec![
+        FakeType::new("instance-type-1", "arm64", 4.0, 4.0)
+            .offering("spot", "test-zone-1", 0.52)
+            .offering("spot", "test-zone-2", 0.54),
+    ]
+}
+
+/// A NodePool requiring `key In values` with `minValues: 3`, of `weight`.
+fn min_values_pool(name: &str, weight: i64, reqs: &[(&str, bool)]) -> Value {
+    let values = |key: &str| -> Vec<&str> {
+        if key == ITYPE {
+            vec!["instance-type-1", "instance-type-2", "instance-type-3"]
+        } else {
+            vec!["test-zone-1", "test-zone-2", "test-zone-3"]
+        }
+    };
+    let terms = reqs
+        .iter()
+        .map(|(key, min)| {
+            let mut r = json!({"key": key, "operator": "In", "values": values(key)});
+            if *min {
+                r["minValues"] = json!(3);
+            }
+            r
+        })
+        .collect();
+    let mut p = nodepool(name, terms);
+    p["spec"]["weight"] = json!(weight);
+    p
+}
+
+fn best_effort(s: &mut Session) {
+    s.flags = vec!["--min-values-policy".into(), "BestEffort".into()];
+}
+
+/// The first NodeClaim's relaxed mark and minValues for `key`.
+fn relaxed(o: &Outcome, key: &str, min: u64) -> Result<(), String> {
+    let c = o.claims().first().ok_or("no NodeClaim")?;
+    ensure(
+        c["annotations"]["karpenter.sh/nodeclaim-min-values-relaxed"] == "true",
+        format!("not marked relaxed: {}", c["annotations"]),
+    )?;
+    ensure(
+        c["min_values"][key] == min,
+        format!(
+            "minValues {} for {key}, Karpenter expects {min}",
+            c["min_values"]
+        ),
+    )
+}
+
+fn small_pod(s: &mut Session) -> Value {
+    sized(s, json!({"requests": {"cpu": "0.9", "memory": "0.9Gi"}}))
+}
+
+/// `MinValuesPolicy` (lines 2876–3414), with `--min-values-policy`.
+fn min_values_policy(out: &mut Vec<Scenario>) {
+    let mut add = |it, types: fn() -> Vec<FakeType>, run: Body| add_prov(out, it, types, run);
+    add(
+        "should not schedule when minValues requirement is not met",
+        two_spot_types,
+        |s| {
+            let p = small_pod(s);
+            s.provision(
+                &[min_values_pool("default", 100, &[(ITYPE, true)])],
+                vec![p],
+            );
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule even when minValues requirement is not met",
+        two_spot_types,
+        |s| {
+            best_effort(s);
+            let p = small_pod(s);
+            let o = s.provision(
+                &[min_values_pool("default", 100, &[(ITYPE, true)])],
+                vec![p],
+            );
+            scheduled_on(s, "p1", "instance-type-1")?;
+            relaxed(&o, ITYPE, 2)?;
+            let opts = &o.claims()[0]["instance_type_options"];
+            ensure(
+                *opts == json!(["instance-type-1", "instance-type-2"]),
+                format!("options {opts}"),
+            )
+        },
+    );
+    add(
+        "should relax minValues before falling back to other nodepools",
+        two_spot_types,
+        |s| {
+            best_effort(s);
+            let p = small_pod(s);
+            let o = s.provision(
+                &[
+                    min_values_pool("default", 100, &[(ITYPE, true)]),
+                    min_values_pool("no-min-values", 10, &[(ITYPE, false)]),
+                ],
+                vec![p],
+            );
+            scheduled_on(s, "p1", "instance-type-1")?;
+            let got = pool_label(s, "p1")?;
+            ensure(got == "default", format!("from {got}"))?;
+            relaxed(&o, ITYPE, 2)
+        },
+    );
+    add(
+        "should choose nodepool with higher weight when relaxing minValues",
+        two_spot_types,
+        |s| {
+            best_effort(s);
+            let p = small_pod(s);
+            let o = s.provision(
+                &[
+                    min_values_pool("default", 100, &[(ITYPE, true)]),
+                    min_values_pool("lower", 10, &[(ITYPE, true)]),
+                ],
+                vec![p],
+            );
+            scheduled_on(s, "p1", "instance-type-1")?;
+            let got = pool_label(s, "p1")?;
+            ensure(got == "default", format!("from {got}"))?;
+            relaxed(&o, ITYPE, 2)
+        },
+    );
+    add(
+        "should not schedule when zone minValues requirement is not met",
+        one_type_two_zones,
+        |s| {
+            let p = small_pod(s);
+            s.provision(&[min_values_pool("default", 0, &[(ZONE, true)])], vec![p]);
+            not_scheduled(s, "p1")
+        },
+    );
+    add(
+        "should schedule even when zone minValues requirement is not met",
+        one_type_two_zones,
+        |s| {
+            best_effort(s);
+            let p = small_pod(s);
+            let o = s.provision(&[min_values_pool("default", 0, &[(ZONE, true)])], vec![p]);
+            scheduled_on(s, "p1", "instance-type-1")?;
+            let n = node(s, "p1")?;
+            let zone = s.label_of(&n, ZONE).unwrap_or_default();
+            ensure(
+                zone == "test-zone-1" || zone == "test-zone-2",
+                format!("in {zone}"),
+            )?;
+            relaxed(&o, ZONE, 2)
+        },
+    );
+    add(
+        "should schedule when minValues requirement is not met",
+        one_type_two_zones,
+        |s| {
+            best_effort(s);
+            let p = small_pod(s);
+            let o = s.provision(
+                &[min_values_pool(
+                    "default",
+                    100,
+                    &[(ITYPE, true), (ZONE, true)],
+                )],
+                vec![p],
+            );
+            scheduled_on(s, "p1", "instance-type-1")?;
+            relaxed(&o, ITYPE, 1)?;
+            relaxed(&o, ZONE, 2)
         },
     );
 }
