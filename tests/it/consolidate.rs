@@ -310,3 +310,83 @@ fn a_do_not_disrupt_duration_blocks_consolidation_until_it_has_passed_since_the_
     assert_eq!(v["commands"].as_array().unwrap().len(), 1, "{v:#}");
     assert_eq!(v["commands"][0]["candidates"][0], "a", "{v:#}");
 }
+
+#[test]
+fn consolidate_reads_each_nodes_nodeclaim_and_karpenters_consolidatable_and_drifted_conditions() {
+    // Three empty nodes, each with a NodeClaim: Karpenter's with Consolidatable True, one
+    // without the condition (consolidateAfter has not passed: it stays), capstan's (no such
+    // condition: the node's age decides), and a Karpenter one Drifted whose node is not empty.
+    let claim = |name: &str, node: &str, group: &str, conditions: Value| {
+        json!({"apiVersion": format!("{group}/v1"), "kind": "NodeClaim",
+            "metadata": {"name": name, "creationTimestamp": "2026-11-29T00:00:00Z",
+                "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"nodeClassRef": {"group": group, "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+            "status": {"nodeName": node, "conditions": conditions}})
+    };
+    let cond = |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": "2026-11-29T00:00:00Z"});
+    let up = [cond("Launched"), cond("Registered"), cond("Initialized")];
+    let with = |extra: &[Value]| -> Value { up.iter().chain(extra).cloned().collect() };
+    let mut nodes: Vec<Value> = ["k-yes", "k-no", "capstan", "drifted", "other"]
+        .iter()
+        .map(|n| {
+            let mut v = node(n, "m7i.2xlarge", "7910m", "29Gi");
+            v["metadata"]["labels"]["karpenter.sh/initialized"] = json!("true");
+            v
+        })
+        .collect();
+    nodes.extend([
+        claim(
+            "c1",
+            "k-yes",
+            "karpenter.sh",
+            with(&[cond("Consolidatable")]),
+        ),
+        claim("c2", "k-no", "karpenter.sh", with(&[])),
+        claim("c3", "capstan", "capstan.dev", with(&[])),
+        claim("c4", "drifted", "karpenter.sh", with(&[cond("Drifted")])),
+        claim("c5", "other", "karpenter.sh", with(&[])),
+        pod("web-1", "drifted", "1", "web"),
+    ]);
+    let c = write(
+        "claims.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": nodes}),
+    );
+    let np = write(
+        "np-claims.json",
+        &json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {}}, "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1m", "budgets": [{"nodes": "100%"}]}}}),
+    );
+    let out = run(&[
+        "consolidate",
+        "--cluster",
+        &c,
+        "--catalog",
+        &catalog(),
+        "--nodepool",
+        &np,
+        "--now",
+        "2026-11-30T09:15:00Z",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by_reason = |reason: &str| -> Vec<String> {
+        let mut n: Vec<String> = v["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["reason"] == reason)
+            .flat_map(|c| c["candidates"].as_array().unwrap().clone())
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(by_reason("empty"), ["capstan", "k-yes"], "{v:#}");
+    assert_eq!(by_reason("drifted"), ["drifted"], "{v:#}");
+}

@@ -3,9 +3,11 @@
 
 use crate::input::{self, InputError};
 use capstan_disrupt::{Evaluation, Input, NodeInfo, Target, evaluate};
+use capstan_model::claim::conditions;
 use capstan_model::load::{Kind, load};
+use capstan_model::nodepool::NodeClaimObject;
 use capstan_model::pdb::Pdb;
-use capstan_model::{Catalog, Node, NodePool, Pod};
+use capstan_model::{Catalog, Node, NodeClaim, NodePool, Pod};
 use serde_json::{Value, json};
 
 pub struct Cluster {
@@ -50,10 +52,22 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
         }
         pdbs.extend(more.pdbs);
     }
+    let claims = objs
+        .nodeclaims
+        .iter()
+        .map(|o| {
+            NodeClaim::from_object(o, 0.0)
+                .map_err(|e| InputError(format!("{cluster}: NodeClaim {}: {e}", o.metadata.name)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let nodes = objs
         .nodes
         .into_iter()
-        .map(|n| NodeInfo::from_node(n, &catalog.instance_types))
+        .map(|n| {
+            let mut info = NodeInfo::from_node(n, &catalog.instance_types);
+            with_claim(&mut info, &objs.nodeclaims, &claims);
+            info
+        })
         .collect();
     Ok(Cluster {
         nodes,
@@ -71,6 +85,46 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
         pdbs,
         daemonsets: objs.daemonsets,
     })
+}
+
+/// A node's NodeClaim, where the snapshot has it (matched by `status.nodeName`, else by
+/// provider ID), says what the controller would know: see `NodeInfo::apply_claim`; and its
+/// `Drifted` condition and, a Karpenter NodeClaim, its `Consolidatable` one.
+fn with_claim(info: &mut NodeInfo, objects: &[NodeClaimObject], claims: &[NodeClaim]) {
+    let node = info.node.clone();
+    let Some(i) = claims.iter().position(|c| {
+        c.status.node_name.as_deref() == Some(node.name.as_str())
+            || (c.status.provider_id.is_some() && c.status.provider_id == node.provider_id)
+    }) else {
+        return;
+    };
+    let created = info.created;
+    info.apply_claim(&claims[i], 0.0);
+    let o = &objects[i];
+    if !o.metadata.other.contains_key("creationTimestamp") {
+        info.created = created;
+    }
+    let condition = |kind: &str| {
+        o.status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .find(|c| c.type_ == kind)
+            .map(|c| c.status == "True")
+    };
+    if let Some(c) = o
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .find(|c| c.type_ == conditions::DRIFTED && c.status == "True")
+    {
+        info.provider_drift = Some("its NodeClaim is Drifted".into());
+        info.drifted_at = capstan_model::time::parse_rfc3339(&c.last_transition_time);
+    }
+    // Karpenter's NodeClaims say when `consolidateAfter` has passed (no condition: not
+    // yet); capstan's keep no such condition, and the engine reckons from the node's age.
+    if o.api_version.starts_with("karpenter.sh/") {
+        info.consolidatable = Some(condition(conditions::CONSOLIDATABLE) == Some(true));
+    }
 }
 
 fn round(v: f64) -> f64 {

@@ -111,27 +111,11 @@ pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
         let mut info = NodeInfo::from_node(n.clone(), types);
         match claim {
             Some(c) => {
-                if c.status.price > 0.0 {
-                    info.price = c.status.price;
-                }
-                info.created = Some(cx.config.epoch_unix + c.created);
+                info.apply_claim(c, cx.config.epoch_unix);
                 info.last_pod_event =
                     cx.s.pod_events
                         .last(&n.name)
                         .map(|t| cx.config.epoch_unix + t);
-                // Budgets count a node once initialized (its claim says so and the node carries
-                // the label the budget check reads from the API server too).
-                info.initialized = c.status.initialized() && n.labelled_initialized();
-                if !c.status.initialized() {
-                    // Takes no moved pods until it is up.
-                    Arc::make_mut(&mut info.node).ready = false;
-                }
-                if c.deleting() {
-                    // Going: uses the budget up, takes no moved pods.
-                    let node = Arc::make_mut(&mut info.node);
-                    node.unschedulable = true;
-                    node.deleting = true;
-                }
                 if let Some(pid) = &c.status.provider_id {
                     info.provider_drift = cx.s.provider_drift.get(pid).cloned();
                 }

@@ -5,7 +5,8 @@
 //! and the nodes that are [`Blocked`], with why:
 //!
 //! - **expiry** (`expireAfter`): forceful — no budget or do-not-disrupt stops it;
-//! - **emptiness**: no pods but DaemonSet pods, `consolidateAfter` after the node's last pod
+//! - **emptiness**: no pods that need another node (`Pod::reschedulable`: DaemonSet, mirror
+//!   and terminating pods go with it), `consolidateAfter` after the node's last pod
 //!   event;
 //! - **drift**, oldest node first: the node no longer satisfies its NodePool's requirements,
 //!   its NodePool's template changed (hash annotation), or the provider reports drift;
@@ -65,6 +66,14 @@ pub struct NodeInfo {
     /// Initialized (Karpenter's NodeClaim condition): only initialized nodes count toward a
     /// budget's total, or are candidates. True unless the caller knows otherwise.
     pub initialized: bool,
+    /// What the node's NodeClaim's `Consolidatable` condition says, where the caller reads
+    /// it from a cluster rather than keeping pod events (a snapshot of a Karpenter
+    /// cluster): True, `consolidateAfter` has passed; False or absent, it has not. `None`:
+    /// reckon from `last_pod_event`.
+    pub consolidatable: Option<bool>,
+    /// Unix seconds the node was found drifted (its NodeClaim's `Drifted` condition), where
+    /// known: drift takes the earliest first.
+    pub drifted_at: Option<f64>,
 }
 
 impl NodeInfo {
@@ -110,6 +119,29 @@ impl NodeInfo {
             provider_drift: None,
             last_pod_event: None,
             initialized: true,
+            consolidatable: None,
+            drifted_at: None,
+        }
+    }
+
+    /// What the node's NodeClaim says of it (one rule for the controller and the what-if):
+    /// its price where it has one, its age (expiry and `consolidateAfter` count from the
+    /// NodeClaim), whether it is initialized (its claim is, and the node carries the label
+    /// the budget check reads), NotReady until then (it takes no moved pods), and going once
+    /// the claim is being deleted. `epoch_unix` turns the claim's clock seconds into Unix ones.
+    pub fn apply_claim(&mut self, claim: &capstan_model::NodeClaim, epoch_unix: f64) {
+        if claim.status.price > 0.0 {
+            self.price = claim.status.price;
+        }
+        self.created = Some(epoch_unix + claim.created);
+        self.initialized = claim.status.initialized() && self.node.labelled_initialized();
+        if !claim.status.initialized() {
+            std::sync::Arc::make_mut(&mut self.node).ready = false;
+        }
+        if claim.deleting() {
+            let node = std::sync::Arc::make_mut(&mut self.node);
+            node.unschedulable = true;
+            node.deleting = true;
         }
     }
 
@@ -246,7 +278,7 @@ struct Engine<'a> {
     /// Pod index → its entry in `pdb_sets` (the PDBs that select it).
     pdbs_of: Vec<usize>,
     pdb_sets: Vec<Vec<usize>>,
-    /// Node index → its pods that move when it goes (DaemonSet pods go with it).
+    /// Node index → its pods that move when it goes (`Pod::reschedulable`).
     movable_on: Vec<Vec<usize>>,
     /// NodePool index → its template hash.
     pool_hash: Vec<String>,
@@ -360,7 +392,7 @@ impl<'a> Engine<'a> {
             let mut movable = capstan_model::Resources::new();
             for &p in &pods_on[used_all.len()] {
                 used = used.plus(&input.pods[p].requests);
-                if !input.pods[p].is_daemonset_pod() {
+                if input.pods[p].reschedulable() {
                     movable = movable.plus(&input.pods[p].requests);
                 }
             }
@@ -383,7 +415,7 @@ impl<'a> Engine<'a> {
             .map(|ps| {
                 ps.iter()
                     .copied()
-                    .filter(|&p| !input.pods[p].is_daemonset_pod())
+                    .filter(|&p| input.pods[p].reschedulable())
                     .collect()
             })
             .collect();
@@ -470,7 +502,7 @@ impl<'a> Engine<'a> {
         need.cpu <= free.cpu && need.memory <= free.memory && need.pods <= free.pods
     }
 
-    /// Pods that move when the node goes (DaemonSet pods go with it).
+    /// Pods that move when the node goes (`Pod::reschedulable`).
     fn movable_pods(&self, node: usize) -> &[usize] {
         &self.movable_on[node]
     }
@@ -817,6 +849,9 @@ impl<'a> Engine<'a> {
     /// one, since it was created).
     fn settled(&self, node: usize, after: Option<u64>) -> bool {
         let n = &self.input.nodes[node];
+        if let Some(c) = n.consolidatable {
+            return after.is_some() && c;
+        }
         let since = n.last_pod_event.or(n.created);
         after.is_some_and(|after| since.is_none_or(|t| self.input.now - t >= after as f64))
     }
@@ -893,15 +928,18 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         }
     }
 
-    // Emptiness, then drift (Karpenter's order: an empty node costs nothing to remove), the
-    // oldest drifted node first: within budgets, PDBs and do-not-disrupt.
+    // Emptiness, then drift (Karpenter's order: an empty node costs nothing to remove):
+    // empty drifted nodes first, then the earliest drifted (the oldest node where that is not
+    // known), within budgets, PDBs and do-not-disrupt.
     let mut empty: Vec<usize> = Vec::new();
     let mut oldest_first = managed.clone();
     oldest_first.sort_by(|&a, &b| {
-        let created = |i: usize| input.nodes[i].created.unwrap_or(f64::INFINITY);
-        created(a)
-            .total_cmp(&created(b))
-            .then_with(|| input.nodes[a].node.name.cmp(&input.nodes[b].node.name))
+        let n = |i: usize| &input.nodes[i];
+        let since = |i: usize| n(i).drifted_at.or(n(i).created).unwrap_or(f64::INFINITY);
+        (!e.movable_pods(a).is_empty())
+            .cmp(&!e.movable_pods(b).is_empty())
+            .then(since(a).total_cmp(&since(b)))
+            .then_with(|| n(a).node.name.cmp(&n(b).node.name))
     });
     for (reason, order) in [(Reason::Empty, &managed), (Reason::Drifted, &oldest_first)] {
         for &i in order {

@@ -570,6 +570,36 @@ fn expiry_is_forceful() {
 }
 
 #[test]
+fn with_a_budget_of_one_drift_takes_empty_nodes_first_then_the_earliest_drifted() {
+    // Three drifted nodes: `early` (drifted two hours ago) and `late` (an hour ago) run a
+    // pod; `bare` runs none. A budget of one node: Karpenter's order, empty first, then by
+    // the time each drifted.
+    let t = types();
+    let mut nodes = [
+        node("late", "c7i.large", 5.0, &t),
+        node("early", "c7i.large", 1.0, &t),
+        node("bare", "c7i.large", 0.5, &t),
+    ];
+    for (n, ago) in nodes.iter_mut().zip([1.0, 2.0, 0.5]) {
+        n.provider_drift = Some("AMI".into());
+        n.drifted_at = Some(NOW - ago * 3600.0);
+    }
+    let np =
+        pool(json!({"disruption": {"consolidateAfter": "Never", "budgets": [{"nodes": "1"}]}}));
+    let pods = [pod("p1", "late", 500, 512), pod("p2", "early", 500, 512)];
+    // (nodes in play, the one drift takes)
+    for (keep, want) in [(3, "bare"), (2, "early")] {
+        let r = eval(&nodes[..keep], &pods, &[], std::slice::from_ref(&np), &t);
+        let taken: Vec<&str> = r
+            .commands
+            .iter()
+            .flat_map(|c| c.candidates.iter().map(String::as_str))
+            .collect();
+        assert_eq!(taken, [want], "{r:#?}");
+    }
+}
+
+#[test]
 fn a_node_that_no_longer_meets_its_nodepool_drifts() {
     let t = types();
     let nodes = [node("c", "c7i.large", 1.0, &t)];

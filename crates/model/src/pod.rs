@@ -263,6 +263,18 @@ impl Pod {
         self.owner_kind.as_deref() == Some("DaemonSet")
     }
 
+    /// Whether the pod needs another node when its node goes (Karpenter's
+    /// `IsReschedulable`): not a DaemonSet's or a mirror pod (they go with the node), and not
+    /// terminating already — except a StatefulSet's, which comes back under its own name and
+    /// needs the room.
+    pub fn reschedulable(&self) -> bool {
+        match self.owner_kind.as_deref() {
+            Some("DaemonSet" | "Node") => false,
+            Some("StatefulSet") => true,
+            _ => !self.deleting,
+        }
+    }
+
     /// Whether the pod counts against its node's resources.
     pub fn is_active(&self) -> bool {
         !self.phase.is_terminal()
@@ -406,6 +418,28 @@ mod tests {
         ContainerRequests {
             requests: r(cpu, mem),
             restartable,
+        }
+    }
+
+    #[test]
+    fn a_pod_needs_another_node_unless_it_goes_with_its_node_or_is_terminating() {
+        // (owner kind, terminating, reschedulable)
+        let cases = [
+            (None, false, true),
+            (None, true, false),
+            (Some("ReplicaSet"), false, true),
+            (Some("ReplicaSet"), true, false),
+            (Some("StatefulSet"), true, true),
+            (Some("DaemonSet"), false, false),
+            (Some("Node"), false, false),
+        ];
+        for (owner, deleting, want) in cases {
+            let p = Pod {
+                owner_kind: owner.map(str::to_string),
+                deleting,
+                ..Default::default()
+            };
+            assert_eq!(p.reschedulable(), want, "{owner:?} deleting={deleting}");
         }
     }
 
