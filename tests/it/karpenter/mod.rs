@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
+mod disruption;
 mod suite;
 mod topology;
 
@@ -37,6 +38,37 @@ const KNOWN_GAPS: &[(&str, &str, &str)] = &[
 
 /// Cases capstan deliberately decides differently: (file, It, why).
 const DIFFERENCES: &[(&str, &str, &str)] = &[
+    (
+        disruption::DRIFT,
+        "should drift nodes with pods that have an invalid do-not-disrupt annotation format",
+        "capstan fails closed on a do-not-disrupt value it cannot read (neither true, false \
+         nor a Go duration): the pod blocks voluntary disruption and the node's blocked \
+         reason names the value, where Karpenter ignores it (tested in disrupt's \
+         do_not_disrupt cases)",
+    ),
+    (
+        disruption::DRIFT,
+        "should drift empty nodes before non-empty nodes",
+        "capstan starts every drift the budgets allow in one evaluation; Karpenter starts one \
+         drift command per pass (every 10 s), each counted against the budget while in \
+         flight, so with a budget of 100% it takes the empty node this pass and the other \
+         the next. Where the budget is the limit capstan takes them in Karpenter's order, \
+         empty first, then the earliest drifted (disrupt test \
+         with_a_budget_of_one_drift_takes_empty_nodes_first_then_the_earliest_drifted)",
+    ),
+    (
+        disruption::DRIFT,
+        "should drift one non-empty node at a time, starting with the earliest drift",
+        "as above: both drifted nodes go in one evaluation under a 100% budget; a budget of \
+         one takes the earliest drifted first",
+    ),
+    (
+        disruption::DRIFT,
+        "should not consider static nodepool for drift",
+        "the It asks Karpenter's Drift method alone; its StaticDrift method then replaces the \
+         drifted static node. capstan has one drift for both: a drifted static node is \
+         disrupted and its NodePool makes a new one (ARCHITECTURE.md, static NodePools)",
+    ),
     (
         suite::provisioning::PROVISIONING,
         "should ignore node affinity preferences",
@@ -1065,6 +1097,14 @@ fn karpenters_provisioning_suite_holds_for_capstan_plan_round_by_round() {
         );
     }
     run_suite("provisioning", suite::provisioning::cases());
+}
+
+#[test]
+fn karpenters_disruption_suites_hold_for_capstan_consolidate() {
+    for (it, why) in disruption::NOT_RUN {
+        eprintln!("pkg/controllers/disruption: not run: It(\"{it}\"): {why}");
+    }
+    run_suite("disruption", disruption::cases());
 }
 
 #[test]

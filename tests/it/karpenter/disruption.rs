@@ -1,0 +1,804 @@
+//! `pkg/controllers/disruption/emptiness_test.go`, run through `capstan consolidate` as a user
+//! would: the suite's `fake.InstanceTypesAssorted()` as the catalog, its NodePools as
+//! `karpenter.sh/v1` files, and the cluster as `kubectl get nodes,nodeclaims,pods -o json`
+//! shows it — nodes with their NodeClaims, initialized (`ExpectMakeNodesAndNodeClaims
+//! InitializedAndStateUpdated`) and `Consolidatable` unless a case says otherwise. A node
+//! Karpenter deletes is one a command of `consolidate` names as a candidate.
+
+use super::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+pub const EMPTINESS: &str = "pkg/controllers/disruption/emptiness_test.go";
+pub const DRIFT: &str = "pkg/controllers/disruption/drift_test.go";
+
+/// Its of these files `capstan consolidate` cannot be asked, with the reason.
+pub const NOT_RUN: &[(&str, &str)] = &[
+    (
+        "drift: Metrics: should correctly report eligible drifted nodes",
+        "a Karpenter metric gauge",
+    ),
+    (
+        "drift: should disrupt 3 nodes, taking into account commands in progress",
+        "five passes of Karpenter's queue with commands left in flight between them \
+         (`consolidate --until-stable` completes each round's commands instead)",
+    ),
+    (
+        "drift: should untaint nodes when drift replacement fails",
+        "a replacement deleted while its command waits is queue mechanics (capstan's \
+         controller removes the disrupted taint when a command fails, tested in \
+         controller::disruption)",
+    ),
+    (
+        "emptiness: Metrics: should correctly report eligible nodes",
+        "a Karpenter metric gauge (capstan's /metrics are tested in controller::metrics)",
+    ),
+    (
+        "emptiness: should wait for the node TTL for empty nodes before consolidating",
+        "the 15 s validation wait inside one disruption pass is queue mechanics (capstan's \
+         controller re-checks a command against the API server before it starts, tested in \
+         controller::disruption)",
+    ),
+    (
+        "emptiness: Buffer pod protection: 6 Its",
+        "Karpenter's virtual buffer pods (its capacity-buffer feature) have no counterpart \
+         in capstan",
+    ),
+];
+
+const NOW: &str = "2026-01-01T12:00:00Z";
+const AN_HOUR_AGO: &str = "2026-01-01T11:00:00Z";
+
+/// A cluster for `capstan consolidate`.
+pub struct Cluster {
+    dir: PathBuf,
+    /// `--now`.
+    pub now: &'static str,
+    /// The catalog's entries, when not `fake.InstanceTypesAssorted()`.
+    pub catalog: Option<Vec<Value>>,
+    pub pools: Vec<Value>,
+    nodes: Vec<Value>,
+    claims: Vec<Value>,
+    pods: Vec<Value>,
+}
+
+/// What a node is made of (`test.NodeClaimsAndNodes`' options).
+#[derive(Clone)]
+pub struct NodeSpec {
+    pub pool: String,
+    pub itype: String,
+    pub capacity_type: &'static str,
+    pub zone: &'static str,
+    pub cpu: &'static str,
+    pub pods: &'static str,
+    /// The NodeClaim's `Consolidatable` condition: Some(status), or none at all.
+    pub consolidatable: Option<bool>,
+    /// The NodeClaim's `Drifted` condition: its status and when it turned so.
+    pub drifted: Option<(bool, &'static str)>,
+    pub node_annotations: Value,
+}
+
+/// `leastExpensiveInstance` of `fake.InstanceTypesAssorted()` (on-demand; with `spot`, the
+/// spot one), its offering's zone, 32 CPUs and 100 pods allocatable, as the suite's nodes.
+pub fn cheapest(pool: &str, spot: bool) -> NodeSpec {
+    let ct = if spot { "spot" } else { "on-demand" };
+    NodeSpec {
+        pool: pool.into(),
+        itype: format!("1-cpu-1-mem-amd64-linux-test-zone-1-{ct}"),
+        capacity_type: ct,
+        zone: "test-zone-1",
+        cpu: "32",
+        pods: "100",
+        consolidatable: Some(true),
+        drifted: None,
+        node_annotations: json!({}),
+    }
+}
+
+impl Cluster {
+    pub fn new(dir: &Path) -> Cluster {
+        Cluster {
+            dir: dir.to_path_buf(),
+            now: NOW,
+            catalog: None,
+            pools: Vec::new(),
+            nodes: Vec::new(),
+            claims: Vec::new(),
+            pods: Vec::new(),
+        }
+    }
+
+    /// A node and its NodeClaim; returns the node's name.
+    pub fn node(&mut self, spec: &NodeSpec) -> String {
+        let i = self.nodes.len();
+        let name = format!("node-{i}");
+        let labels = json!({
+            "karpenter.sh/nodepool": spec.pool,
+            "node.kubernetes.io/instance-type": spec.itype,
+            "karpenter.sh/capacity-type": spec.capacity_type,
+            "topology.kubernetes.io/zone": spec.zone,
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/hostname": name,
+            "karpenter.sh/registered": "true",
+            "karpenter.sh/initialized": "true",
+        });
+        let provider = format!("fake:///{name}");
+        let allocatable = json!({"cpu": spec.cpu, "pods": spec.pods, "memory": "64Gi"});
+        self.nodes.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "annotations": spec.node_annotations,
+                "creationTimestamp": AN_HOUR_AGO},
+            "spec": {"providerID": provider},
+            "status": {"allocatable": allocatable, "capacity": allocatable,
+                "conditions": [{"type": "Ready", "status": "True"}]},
+        }));
+        let cond_at = |kind: &str, status: bool, at: &str| {
+            json!({"type": kind, "status": if status { "True" } else { "False" },
+                "reason": kind, "lastTransitionTime": at})
+        };
+        let cond = |kind: &str, status: bool| cond_at(kind, status, AN_HOUR_AGO);
+        let mut conditions = vec![
+            cond("Launched", true),
+            cond("Registered", true),
+            cond("Initialized", true),
+        ];
+        if let Some(c) = spec.consolidatable {
+            conditions.push(cond("Consolidatable", c));
+        }
+        if let Some((status, at)) = spec.drifted {
+            conditions.push(cond_at("Drifted", status, at));
+        }
+        self.claims.push(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": format!("nodeclaim-{i}"), "labels": labels,
+                "creationTimestamp": AN_HOUR_AGO},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []},
+            "status": {"nodeName": name, "providerID": provider, "conditions": conditions},
+        }));
+        name
+    }
+
+    /// `n` nodes alike.
+    pub fn nodes(&mut self, n: usize, spec: &NodeSpec) -> Vec<String> {
+        (0..n).map(|_| self.node(spec)).collect()
+    }
+
+    /// A pod bound to `node` (`ExpectManualBinding`), owned by `owner` (kind, name) if any,
+    /// terminating if `deleting`.
+    pub fn bind(&mut self, node: &str, owner: Option<(&str, &str)>, deleting: bool) {
+        self.bind_pod(node, owner, deleting, None, json!({}), json!({}));
+    }
+
+    /// As `bind`, with a CPU request, annotations and labels.
+    pub fn bind_pod(
+        &mut self,
+        node: &str,
+        owner: Option<(&str, &str)>,
+        deleting: bool,
+        cpu: Option<&str>,
+        annotations: Value,
+        labels: Value,
+    ) {
+        let i = self.pods.len();
+        let mut md =
+            json!({"name": format!("pod-{i}"), "namespace": "default", "uid": format!("uid-{i}")});
+        if let Some((kind, name)) = owner {
+            md["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind, "name": name,
+                "uid": format!("{name}-uid"), "controller": true}]);
+        }
+        if deleting {
+            md["deletionTimestamp"] = json!(NOW);
+        }
+        md["annotations"] = annotations;
+        md["labels"] = labels;
+        let mut container = json!({"name": "c", "image": "pause"});
+        if let Some(cpu) = cpu {
+            container["resources"] = json!({"requests": {"cpu": cpu}});
+        }
+        self.pods.push(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": md,
+            "spec": {"nodeName": node, "containers": [container]},
+            "status": {"phase": "Running", "startTime": NOW,
+                "conditions": [{"type": "Ready", "status": "True"}]},
+        }));
+    }
+
+    /// `capstan consolidate` on the cluster: its JSON.
+    pub fn consolidate(&self) -> Result<Value, String> {
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let catalog = self.dir.join("catalog.json");
+        let entries: Vec<Value> = match &self.catalog {
+            Some(e) => e.clone(),
+            None => assorted().iter().map(FakeType::entry).collect(),
+        };
+        std::fs::write(
+            &catalog,
+            json!({"meta": {"region": "test"}, "instance_types": entries}).to_string(),
+        )
+        .unwrap();
+        let cluster = self.dir.join("cluster.json");
+        let items: Vec<&Value> = self
+            .nodes
+            .iter()
+            .chain(&self.claims)
+            .chain(&self.pods)
+            .collect();
+        std::fs::write(
+            &cluster,
+            json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+        )
+        .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_capstan"));
+        cmd.args(["consolidate", "--catalog"])
+            .arg(&catalog)
+            .arg("--cluster")
+            .arg(&cluster)
+            .args(["--now", self.now, "--output", "json"]);
+        for (i, p) in self.pools.iter().enumerate() {
+            let f = self.dir.join(format!("nodepool-{i}.json"));
+            std::fs::write(&f, p.to_string()).unwrap();
+            cmd.arg("--nodepool").arg(f);
+        }
+        let out = cmd.output().unwrap();
+        if !out.status.success() {
+            return Err(format!(
+                "capstan consolidate failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+    }
+
+    /// The nodes `consolidate`'s commands delete or replace.
+    pub fn disrupted(&self) -> Result<BTreeSet<String>, String> {
+        let v = self.consolidate()?;
+        Ok(v["commands"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["candidates"].as_array().cloned().unwrap_or_default())
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect())
+    }
+}
+
+/// The suite's NodePool: `consolidateAfter: 0s`, `WhenEmpty`, budget `nodes: 100%`.
+pub fn empty_pool(name: &str, budget: &str, after: &str) -> Value {
+    let mut p = nodepool(name, vec![]);
+    p["spec"]["disruption"] = json!({
+        "consolidateAfter": after,
+        "consolidationPolicy": "WhenEmpty",
+        "budgets": [{"nodes": budget}],
+    });
+    p
+}
+
+type DisruptionBody = fn(&mut Cluster) -> Result<(), String>;
+
+fn add(out: &mut Vec<Scenario>, it: &'static str, run: DisruptionBody) {
+    add_in(out, EMPTINESS, it, run);
+}
+
+fn add_in(out: &mut Vec<Scenario>, file: &'static str, it: &'static str, run: DisruptionBody) {
+    out.push(Scenario {
+        file,
+        it,
+        run: Box::new(move |dir: &PathBuf| run(&mut Cluster::new(dir))),
+    });
+}
+
+fn deleted(c: &Cluster, want: &[String]) -> Result<(), String> {
+    let got = c.disrupted()?;
+    let want: BTreeSet<String> = want.iter().cloned().collect();
+    ensure(
+        got == want,
+        format!("deleted {got:?}, Karpenter deletes {want:?}"),
+    )
+}
+
+fn deleted_count(c: &Cluster, n: usize) -> Result<(), String> {
+    let got = c.disrupted()?;
+    ensure(
+        got.len() == n,
+        format!(
+            "{} nodes deleted ({got:?}), Karpenter deletes {n}",
+            got.len()
+        ),
+    )
+}
+
+pub fn cases() -> Vec<Scenario> {
+    let mut out = Vec::new();
+    // Budgets: ten empty nodes.
+    for (it, budget, n) in [
+        ("should allow all empty nodes to be disrupted", "100%", 10),
+        ("should allow no empty nodes to be disrupted", "0%", 0),
+        ("should only allow 3 empty nodes to be disrupted", "3", 3),
+    ] {
+        out.push(Scenario {
+            file: EMPTINESS,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let c = &mut Cluster::new(dir);
+                c.pools = vec![empty_pool("default", budget, "0s")];
+                c.nodes(10, &cheapest("default", false));
+                deleted_count(c, n)
+            }),
+        });
+    }
+    for (it, budget, per_pool) in [
+        (
+            "should allow 2 nodes from each nodePool to be deleted",
+            "50%",
+            2,
+        ),
+        (
+            "should allow all nodes from each nodePool to be deleted",
+            "100%",
+            3,
+        ),
+    ] {
+        out.push(Scenario {
+            file: EMPTINESS,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let c = &mut Cluster::new(dir);
+                c.pools.push(empty_pool("default", "100%", "0s"));
+                for p in 0..10 {
+                    let name = format!("nodepool-{p}");
+                    c.pools.push(empty_pool(&name, budget, "30s"));
+                    c.nodes(3, &cheapest(&name, false));
+                }
+                let got = c.disrupted()?;
+                let mut per: BTreeMap<usize, usize> = BTreeMap::new();
+                for n in &got {
+                    let i: usize = n.trim_start_matches("node-").parse().unwrap();
+                    *per.entry(i / 3).or_default() += 1;
+                }
+                ensure(
+                    per.len() == 10 && per.values().all(|&k| k == per_pool),
+                    format!("deleted per NodePool {per:?}, Karpenter {per_pool} from each"),
+                )
+            }),
+        });
+    }
+    add(&mut out, "can delete empty nodes", |c| {
+        c.pools = vec![empty_pool("default", "100%", "0s")];
+        let n = c.node(&cheapest("default", true));
+        deleted(c, &[n])
+    });
+    add(&mut out, "can delete empty and drifted nodes", |c| {
+        c.pools = vec![empty_pool("default", "100%", "0s")];
+        let mut s = cheapest("default", true);
+        s.drifted = Some((true, AN_HOUR_AGO));
+        let n = c.node(&s);
+        deleted(c, &[n])
+    });
+    add(
+        &mut out,
+        "should ignore nodes without the consolidatable status condition",
+        |c| {
+            c.pools = vec![empty_pool("default", "100%", "0s")];
+            let mut s = cheapest("default", true);
+            s.consolidatable = None;
+            c.node(&s);
+            deleted(c, &[])
+        },
+    );
+    add(
+        &mut out,
+        "should ignore nodes with the karpenter.sh/do-not-disrupt annotation",
+        |c| {
+            c.pools = vec![empty_pool("default", "100%", "0s")];
+            let mut s = cheapest("default", true);
+            s.node_annotations = json!({"karpenter.sh/do-not-disrupt": "true"});
+            c.node(&s);
+            deleted(c, &[])
+        },
+    );
+    add(
+        &mut out,
+        "should delete nodes with the karpenter.sh/do-not-disrupt annotation set to false",
+        |c| {
+            c.pools = vec![empty_pool("default", "100%", "0s")];
+            let mut s = cheapest("default", true);
+            s.node_annotations = json!({"karpenter.sh/do-not-disrupt": "false"});
+            let n = c.node(&s);
+            deleted(c, &[n])
+        },
+    );
+    add(&mut out, "should ignore nodes that have pods", |c| {
+        c.pools = vec![empty_pool("default", "100%", "0s")];
+        let n = c.node(&cheapest("default", true));
+        c.bind(&n, None, false);
+        deleted(c, &[])
+    });
+    add(
+        &mut out,
+        "should ignore nodes with the consolidatable status condition set to false",
+        |c| {
+            c.pools = vec![empty_pool("default", "100%", "0s")];
+            let mut s = cheapest("default", true);
+            s.consolidatable = Some(false);
+            c.node(&s);
+            deleted(c, &[])
+        },
+    );
+    add(&mut out, "can delete multiple empty nodes", |c| {
+        c.pools = vec![empty_pool("default", "100%", "0s")];
+        let nodes = c.nodes(2, &cheapest("default", true));
+        deleted(c, &nodes)?;
+        let k = c.consolidate()?["commands"].as_array().map_or(0, Vec::len);
+        ensure(k == 1, format!("{k} commands, Karpenter makes one"))
+    });
+    add(&mut out, "considers pending pods when consolidating", |c| {
+        c.pools = vec![empty_pool("default", "100%", "0s")];
+        let mut s = cheapest("default", false);
+        s.itype = "64-cpu-1-mem-amd64-linux-test-zone-1-on-demand".into();
+        s.cpu = "64";
+        let n = c.node(&s);
+        c.bind(&n, None, false);
+        deleted(c, &[])
+    });
+    add(
+        &mut out,
+        "will consider a node with a DaemonSet pod as empty",
+        |c| {
+            c.pools = vec![empty_pool("default", "100%", "0s")];
+            let n = c.node(&cheapest("default", false));
+            c.bind(&n, Some(("DaemonSet", "ds")), false);
+            deleted(c, std::slice::from_ref(&n))
+        },
+    );
+    add(
+        &mut out,
+        "will consider a node with terminating Deployment pods as empty",
+        |c| {
+            c.pools = vec![empty_pool("default", "100%", "0s")];
+            let n = c.node(&cheapest("default", false));
+            for _ in 0..3 {
+                c.bind(&n, Some(("ReplicaSet", "rs")), true);
+            }
+            deleted(c, std::slice::from_ref(&n))
+        },
+    );
+    add(
+        &mut out,
+        "will not consider a node with a terminating StatefulSet pod as empty",
+        |c| {
+            c.pools = vec![empty_pool("default", "100%", "0s")];
+            let n = c.node(&cheapest("default", false));
+            c.bind(&n, Some(("StatefulSet", "ss")), true);
+            deleted(c, &[])
+        },
+    );
+    drift(&mut out);
+    add(
+        &mut out,
+        "should not consolidate static NodePool nodes",
+        |c| {
+            let mut p = nodepool("static", vec![]);
+            p["spec"]["replicas"] = json!(2);
+            c.pools = vec![p];
+            c.nodes(2, &cheapest("static", false));
+            deleted(c, &[])
+        },
+    );
+    out
+}
+
+/// The drift suite's NodePool: `consolidateAfter: 1h` (or `after`), budget `nodes: 100%` (or
+/// `budget`), Karpenter's default consolidation policy.
+fn drift_pool(name: &str, budget: &str, after: &str) -> Value {
+    let mut p = nodepool(name, vec![]);
+    p["spec"]["disruption"] = json!({"consolidateAfter": after, "budgets": [{"nodes": budget}]});
+    p
+}
+
+/// `mostExpensiveInstance`, drifted just now, with no `Consolidatable` condition (the Drift
+/// context's BeforeEach).
+fn drifted(pool: &str) -> NodeSpec {
+    let mut s = cheapest(pool, false);
+    s.itype = "64-cpu-128-mem-amd64-linux-test-zone-1-on-demand".into();
+    s.consolidatable = None;
+    s.drifted = Some((true, NOW));
+    s
+}
+
+/// A node like `drifted`'s that has not drifted.
+fn not_drifted(pool: &str) -> NodeSpec {
+    let mut s = drifted(pool);
+    s.drifted = None;
+    s
+}
+
+fn rs_pod(c: &mut Cluster, node: &str, cpu: Option<&str>, annotations: Value) {
+    c.bind_pod(
+        node,
+        Some(("ReplicaSet", "rs")),
+        false,
+        cpu,
+        annotations,
+        json!({"app": "test"}),
+    );
+}
+
+/// The first command's replacements.
+fn replacements(c: &Cluster) -> Result<usize, String> {
+    let v = c.consolidate()?;
+    Ok(v["commands"][0]["replacements"]
+        .as_array()
+        .map_or(0, Vec::len))
+}
+
+/// `drift_test.go`.
+fn drift(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: DisruptionBody| add_in(out, DRIFT, it, run);
+    add(
+        "should only consider 3 nodes allowed to be disrupted because of budgets",
+        |c| {
+            c.pools = vec![drift_pool("default", "30%", "1h")];
+            let mut s = drifted("default");
+            s.drifted = Some((true, AN_HOUR_AGO));
+            c.nodes(10, &s);
+            deleted_count(c, 3)
+        },
+    );
+    add("should respect budgets for multiple nodepools", |c| {
+        c.pools.push(drift_pool("default", "100%", "1h"));
+        for p in 0..10 {
+            let name = format!("nodepool-{p}");
+            let mut np = drift_pool(&name, "1", "Never");
+            np["spec"]["template"]["spec"]["expireAfter"] = json!("Never");
+            c.pools.push(np);
+            let nodes = c.nodes(3, &drifted(&name));
+            for n in &nodes[..2] {
+                rs_pod(c, n, Some("1"), json!({}));
+            }
+        }
+        let got = c.disrupted()?;
+        let mut per: BTreeMap<usize, usize> = BTreeMap::new();
+        for n in &got {
+            let i: usize = n.trim_start_matches("node-").parse().unwrap();
+            *per.entry(i / 3).or_default() += 1;
+        }
+        ensure(
+            per.len() == 10 && per.values().all(|&k| k == 1),
+            format!("disrupted per NodePool {per:?}, Karpenter one from each"),
+        )
+    });
+    add(
+        "should continue to the next drifted node if the first cannot reschedule all pods",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let big = c.node(&drifted("default"));
+            c.bind_pod(&big, None, false, Some("150"), json!({}), json!({}));
+            let mut s = drifted("default");
+            s.cpu = "1";
+            let small = c.node(&s);
+            c.bind_pod(&small, None, false, Some("1"), json!({}), json!({}));
+            deleted(c, &[small])
+        },
+    );
+    add(
+        "should ignore nodes without the drifted status condition",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            c.node(&not_drifted("default"));
+            deleted(c, &[])
+        },
+    );
+    add(
+        "should ignore nodes with the drifted status condition set to false",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let mut s = drifted("default");
+            s.drifted = Some((false, NOW));
+            c.node(&s);
+            deleted(c, &[])
+        },
+    );
+    add(
+        "should ignore nodes with the karpenter.sh/do-not-disrupt annotation set to true",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let mut s = drifted("default");
+            s.node_annotations = json!({"karpenter.sh/do-not-disrupt": "true"});
+            c.node(&s);
+            deleted(c, &[])
+        },
+    );
+    add(
+        "should delete drifted nodes with the karpenter.sh/do-not-disrupt annotation set to false",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let mut s = drifted("default");
+            s.node_annotations = json!({"karpenter.sh/do-not-disrupt": "false"});
+            let n = c.node(&s);
+            c.node(&not_drifted("default"));
+            rs_pod(c, &n, None, json!({}));
+            deleted(c, std::slice::from_ref(&n))
+        },
+    );
+    for it in [
+        "should not create replacements for drifted nodes that have pods with the karpenter.sh/do-not-disrupt annotation set to true",
+        "should not create replacements for drifted nodes that have pods with the karpenter.sh/do-not-disrupt annotation set to true when the NodePool's TerminationGracePeriod is not nil",
+    ] {
+        add(it, |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let n = c.node(&drifted("default"));
+            c.bind_pod(
+                &n,
+                None,
+                false,
+                None,
+                json!({"karpenter.sh/do-not-disrupt": "true"}),
+                json!({}),
+            );
+            deleted(c, &[])
+        });
+    }
+    add(
+        "should not create replacements for drifted nodes that have pods with the blocking PDBs when the NodePool's TerminationGracePeriod is not nil",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let n = c.node(&drifted("default"));
+            c.bind_pod(&n, None, false, None, json!({}), json!({"test": "value"}));
+            c.pods.push(json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "pdb", "namespace": "default"},
+                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"test": "value"}}},
+                "status": {"currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
+                    "disruptionsAllowed": 0},
+            }));
+            deleted(c, &[])
+        },
+    );
+    add(
+        "should not drift nodes with pods that have a duration-based do-not-disrupt annotation that is still active",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let n = c.node(&drifted("default"));
+            c.bind_pod(
+                &n,
+                None,
+                false,
+                None,
+                json!({"karpenter.sh/do-not-disrupt": "2m"}),
+                json!({}),
+            );
+            deleted(c, &[])?;
+            c.now = "2026-01-01T12:03:00Z";
+            deleted(c, &[n])
+        },
+    );
+    add(
+        "should drift nodes with pods that have an invalid do-not-disrupt annotation format",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let n = c.node(&drifted("default"));
+            c.node(&not_drifted("default"));
+            rs_pod(
+                c,
+                &n,
+                None,
+                json!({"karpenter.sh/do-not-disrupt": "invalid-format"}),
+            );
+            deleted(c, &[n])
+        },
+    );
+    add(
+        "should not drift nodes until the longest duration-based do-not-disrupt grace period expires across multiple pods",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let n = c.node(&drifted("default"));
+            for d in ["1m", "3m"] {
+                c.bind_pod(
+                    &n,
+                    None,
+                    false,
+                    None,
+                    json!({"karpenter.sh/do-not-disrupt": d}),
+                    json!({}),
+                );
+            }
+            deleted(c, &[])?;
+            c.now = "2026-01-01T12:02:00Z";
+            deleted(c, &[])?;
+            c.now = "2026-01-01T12:04:00Z";
+            deleted(c, &[n])
+        },
+    );
+    add("should replace drifted nodes", |c| {
+        c.pools = vec![drift_pool("default", "100%", "1h")];
+        let n = c.node(&drifted("default"));
+        rs_pod(c, &n, None, json!({}));
+        deleted(c, &[n])?;
+        let r = replacements(c)?;
+        ensure(r == 1, format!("{r} replacements, Karpenter makes one"))
+    });
+    add("should delete drifted nodes", |c| {
+        c.pools = vec![drift_pool("default", "100%", "1h")];
+        let n = c.node(&drifted("default"));
+        c.node(&not_drifted("default"));
+        rs_pod(c, &n, None, json!({}));
+        deleted(c, &[n])?;
+        let r = replacements(c)?;
+        ensure(r == 0, format!("{r} replacements, Karpenter makes none"))
+    });
+    add(
+        "should delete drifted nodes when they are empty and consolidation is disabled",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "Never")];
+            let n = c.node(&drifted("default"));
+            deleted(c, &[n])
+        },
+    );
+    add("should drift empty nodes before non-empty nodes", |c| {
+        c.pools = vec![drift_pool("default", "100%", "Never")];
+        let busy = c.node(&drifted("default"));
+        let empty = c.node(&drifted("default"));
+        rs_pod(c, &busy, None, json!({}));
+        deleted(c, &[empty])
+    });
+    add(
+        "should delete drifted nodes when they are empty and consolidatable",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let mut s = drifted("default");
+            s.consolidatable = Some(true);
+            let n = c.node(&s);
+            deleted(c, &[n])
+        },
+    );
+    add(
+        "should drift one non-empty node at a time, starting with the earliest drift",
+        |c| {
+            c.pools = vec![drift_pool("default", "100%", "1h")];
+            let late = c.node(&drifted("default"));
+            let mut s = drifted("default");
+            s.drifted = Some((true, AN_HOUR_AGO));
+            s.cpu = "32";
+            let early = c.node(&s);
+            rs_pod(c, &late, Some("30"), json!({}));
+            rs_pod(c, &early, Some("30"), json!({}));
+            deleted(c, &[early])
+        },
+    );
+    add("can replace drifted nodes with multiple nodes", |c| {
+        // `current-on-demand` (4 CPUs, its one offering unavailable) and a 3-CPU
+        // `replacement-on-demand` at $0.30, both in test-zone-1a; three 2-CPU pods.
+        let entry = |name: &str, cpu: f64, price: f64, available: bool| {
+            let mut e = FakeType::new(name, "amd64", cpu, 4.0)
+                .offering("on-demand", "test-zone-1a", price)
+                .entry();
+            e["offerings"][0]["available"] = json!(available);
+            e
+        };
+        c.catalog = Some(vec![
+            entry("current-on-demand", 4.0, 0.5, false),
+            entry("replacement-on-demand", 3.0, 0.3, true),
+        ]);
+        c.pools = vec![drift_pool("default", "100%", "1h")];
+        let mut s = drifted("default");
+        s.itype = "current-on-demand".into();
+        s.zone = "test-zone-1a";
+        s.cpu = "8";
+        let n = c.node(&s);
+        for _ in 0..3 {
+            rs_pod(c, &n, Some("2"), json!({}));
+        }
+        deleted(c, &[n])?;
+        let r = replacements(c)?;
+        ensure(r == 3, format!("{r} replacements, Karpenter makes three"))
+    });
+    add("should not consider static nodepool for drift", |c| {
+        let mut p = nodepool("static", vec![]);
+        p["spec"]["replicas"] = json!(2);
+        c.pools = vec![p];
+        c.nodes(2, &drifted("static"));
+        deleted(c, &[])
+    });
+}
