@@ -11,9 +11,15 @@ use std::path::Path;
 
 pub const EMPTINESS: &str = "pkg/controllers/disruption/emptiness_test.go";
 pub const DRIFT: &str = "pkg/controllers/disruption/drift_test.go";
+pub const CONSOLIDATION: &str = "pkg/controllers/disruption/consolidation_test.go";
 
 /// Its of these files `capstan consolidate` cannot be asked, with the reason.
 pub const NOT_RUN: &[(&str, &str)] = &[
+    (
+        "consolidation: should not mark (empty|multi node|single node) consolidated if (the|all) candidates can't be disrupted due to budgets (6 Its)",
+        "whether Karpenter's cluster state marks its NodePools consolidated after a pass is \
+         its queue's bookkeeping (capstan re-evaluates on every change)",
+    ),
     (
         "drift: Metrics: should correctly report eligible drifted nodes",
         "a Karpenter metric gauge",
@@ -475,6 +481,7 @@ pub fn cases() -> Vec<Scenario> {
         },
     );
     drift(&mut out);
+    consolidation_budgets(&mut out);
     add(
         &mut out,
         "should not consolidate static NodePool nodes",
@@ -801,4 +808,108 @@ fn drift(out: &mut Vec<Scenario>) {
         c.nodes(2, &drifted("static"));
         deleted(c, &[])
     });
+}
+
+/// The consolidation suite's NodePool: `WhenEmptyOrUnderutilized`, `consolidateAfter: 0s`.
+fn consolidation_pool(name: &str, budget: &str) -> Value {
+    let mut p = nodepool(name, vec![]);
+    p["spec"]["disruption"] = json!({"consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s", "budgets": [{"nodes": budget}]});
+    p
+}
+
+/// The suite's Budgets nodes: `mostExpensiveInstance`, 32 CPUs, Consolidatable.
+fn expensive(pool: &str) -> NodeSpec {
+    let mut s = drifted(pool);
+    s.drifted = None;
+    s.consolidatable = Some(true);
+    s
+}
+
+/// `consolidation_test.go`, `Budgets` (lines 336–1004).
+fn consolidation_budgets(out: &mut Vec<Scenario>) {
+    for (it, budget, pod_cpu, n) in [
+        (
+            "should only allow 3 empty nodes to be disrupted",
+            "30%",
+            None,
+            3,
+        ),
+        (
+            "should allow all empty nodes to be disrupted",
+            "100%",
+            None,
+            10,
+        ),
+        ("should allow no empty nodes to be disrupted", "0%", None, 0),
+        (
+            "should only allow 3 nodes to be deleted in multi node consolidation delete",
+            "30%",
+            Some("100m"),
+            3,
+        ),
+        (
+            "should only allow 3 nodes to be deleted in single node consolidation delete",
+            "30%",
+            Some("15"),
+            3,
+        ),
+    ] {
+        out.push(Scenario {
+            file: CONSOLIDATION,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let c = &mut Cluster::new(dir);
+                c.pools = vec![consolidation_pool("default", budget)];
+                let nodes = c.nodes(10, &expensive("default"));
+                if let Some(cpu) = pod_cpu {
+                    for n in &nodes {
+                        rs_pod(c, n, Some(cpu), json!({}));
+                    }
+                }
+                deleted_count(c, n)
+            }),
+        });
+    }
+    for (it, budget, per_pool) in [
+        (
+            "should allow 2 nodes from each nodePool to be deleted",
+            "50%",
+            2,
+        ),
+        (
+            "should allow all nodes from each nodePool to be deleted",
+            "100%",
+            3,
+        ),
+        (
+            "should allow no nodes from each nodePool to be deleted",
+            "0%",
+            0,
+        ),
+    ] {
+        out.push(Scenario {
+            file: CONSOLIDATION,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let c = &mut Cluster::new(dir);
+                c.pools.push(consolidation_pool("default", "100%"));
+                for p in 0..10 {
+                    let name = format!("nodepool-{p}");
+                    c.pools.push(consolidation_pool(&name, budget));
+                    c.nodes(3, &expensive(&name));
+                }
+                let got = c.disrupted()?;
+                let mut per: BTreeMap<usize, usize> = BTreeMap::new();
+                for n in &got {
+                    let i: usize = n.trim_start_matches("node-").parse().unwrap();
+                    *per.entry(i / 3).or_default() += 1;
+                }
+                ensure(
+                    (0..10).all(|p| per.get(&p).copied().unwrap_or(0) == per_pool),
+                    format!("deleted per NodePool {per:?}, Karpenter {per_pool} from each"),
+                )
+            }),
+        });
+    }
 }
