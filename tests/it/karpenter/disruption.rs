@@ -166,6 +166,22 @@ impl Cluster {
         name
     }
 
+    /// A node no NodePool manages (no NodeClaim, no NodePool label): 32 CPUs, 100 pods.
+    pub fn unmanaged_node(&mut self) -> String {
+        let name = format!("unmanaged-{}", self.nodes.len());
+        let allocatable = json!({"cpu": "32", "pods": "100", "memory": "64Gi"});
+        self.nodes.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "creationTimestamp": AN_HOUR_AGO, "labels": {
+                "kubernetes.io/hostname": name, "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "test-zone-1"}},
+            "spec": {"providerID": format!("fake:///{name}")},
+            "status": {"allocatable": allocatable, "capacity": allocatable,
+                "conditions": [{"type": "Ready", "status": "True"}]},
+        }));
+        name
+    }
+
     /// `n` nodes alike.
     pub fn nodes(&mut self, n: usize, spec: &NodeSpec) -> Vec<String> {
         (0..n).map(|_| self.node(spec)).collect()
@@ -482,6 +498,7 @@ pub fn cases() -> Vec<Scenario> {
     );
     drift(&mut out);
     consolidation_budgets(&mut out);
+    consolidation_delete(&mut out);
     add(
         &mut out,
         "should not consolidate static NodePool nodes",
@@ -912,4 +929,97 @@ fn consolidation_budgets(out: &mut Vec<Scenario>) {
             }),
         });
     }
+}
+
+/// The Delete context's two nodes: `leastExpensiveInstance`, 32 CPUs, 100 pods, Consolidatable;
+/// three ReplicaSet pods, two on the first node and one on the second, the third with these
+/// annotations and labels.
+fn two_and_one(c: &mut Cluster, third: Value, third_labels: Value) -> (String, String) {
+    c.pools.push(consolidation_pool("default", "100%"));
+    let a = c.node(&cheapest("default", false));
+    let b = c.node(&cheapest("default", false));
+    rs_pod(c, &a, None, json!({}));
+    rs_pod(c, &a, None, json!({}));
+    c.bind_pod(
+        &b,
+        Some(("ReplicaSet", "rs")),
+        false,
+        None,
+        third,
+        third_labels,
+    );
+    (a, b)
+}
+
+/// `consolidation_test.go`, `Delete` (lines 2396–3543).
+fn consolidation_delete(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: DisruptionBody| add_in(out, CONSOLIDATION, it, run);
+    add("can delete nodes", |c| {
+        let (_, b) = two_and_one(c, json!({}), json!({"app": "test"}));
+        deleted(c, &[b])
+    });
+    add(
+        "can delete nodes if another nodePool has no node template",
+        |c| {
+            let (_, b) = two_and_one(c, json!({}), json!({"app": "test"}));
+            let mut other = nodepool("other", vec![]);
+            if let Some(spec) = other["spec"]["template"]["spec"].as_object_mut() {
+                spec.remove("nodeClassRef");
+            }
+            c.pools.push(other);
+            deleted(c, &[b])
+        },
+    );
+    add(
+        "can delete nodes, when non-Karpenter capacity can fit pods",
+        |c| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let a = c.node(&cheapest("default", false));
+            c.unmanaged_node();
+            for _ in 0..3 {
+                rs_pod(c, &a, None, json!({}));
+            }
+            deleted(c, &[a])
+        },
+    );
+    add("can delete nodes, considers PDB", |c| {
+        let (a, _) = two_and_one(c, json!({}), json!({"app": "test"}));
+        // Only the third pod carries the label the PDB selects.
+        for p in c.pods.iter_mut().take(2) {
+            p["metadata"]["labels"] = json!({});
+        }
+        c.pods.push(json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "pdb", "namespace": "default"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "test"}}},
+            "status": {"currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
+                "disruptionsAllowed": 0, "observedGeneration": 1},
+        }));
+        deleted(c, &[a])
+    });
+    add(
+        "can delete nodes, considers karpenter.sh/do-not-disrupt set to true on nodes",
+        |c| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let a = c.node(&cheapest("default", false));
+            let mut s = cheapest("default", false);
+            s.node_annotations = json!({"karpenter.sh/do-not-disrupt": "true"});
+            let b = c.node(&s);
+            rs_pod(c, &a, None, json!({}));
+            rs_pod(c, &a, None, json!({}));
+            rs_pod(c, &b, None, json!({}));
+            deleted(c, &[a])
+        },
+    );
+    add(
+        "can delete nodes, considers karpenter.sh/do-not-disrupt set to true on pods",
+        |c| {
+            let (a, _) = two_and_one(
+                c,
+                json!({"karpenter.sh/do-not-disrupt": "true"}),
+                json!({"app": "test"}),
+            );
+            deleted(c, &[a])
+        },
+    );
 }

@@ -31,6 +31,18 @@ const KNOWN_GAPS: &[(&str, &str, &str)] = &[
     ),
     (
         disruption::CONSOLIDATION,
+        "can delete nodes",
+        "multi-node consolidation replaces both nodes with one new node of the same type \
+         where deleting the node with one pod saves as much with no launch: among commands \
+         that save the same, the engine does not yet prefer the one that launches nothing",
+    ),
+    (
+        disruption::CONSOLIDATION,
+        "can delete nodes if another nodePool has no node template",
+        "as above",
+    ),
+    (
+        disruption::CONSOLIDATION,
         "should allow 2 nodes from each nodePool to be deleted",
         "as above: 2 empty nodes per NodePool, then the third as underutilized",
     ),
