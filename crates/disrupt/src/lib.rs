@@ -269,8 +269,13 @@ struct Engine<'a> {
     /// Node index → indexes of the active pods bound to it.
     pods_on: Vec<Vec<usize>>,
     pool_of: Vec<Option<usize>>,
-    /// Remaining budget per (pool, reason).
+    /// Each (pool, reason)'s allowance at the start of the evaluation, net of the pool's
+    /// nodes already going.
     budget: BTreeMap<(usize, Reason), i64>,
+    /// Disruptions this evaluation has decided per pool, by any method: every method spends
+    /// the one pool's allowance (Karpenter counts a pool's deleting nodes against every
+    /// reason's budget).
+    spent: BTreeMap<usize, i64>,
     taken: BTreeSet<usize>,
     /// Evictions each PDB allows now.
     pdb_allowed: Vec<i64>,
@@ -447,6 +452,7 @@ impl<'a> Engine<'a> {
             pods_on,
             pool_of,
             budget: BTreeMap::new(),
+            spent: BTreeMap::new(),
             taken: BTreeSet::new(),
             pdb_allowed,
             pdbs_of,
@@ -528,9 +534,15 @@ impl<'a> Engine<'a> {
             .fold(f64::INFINITY, f64::min)
     }
 
+    /// Records `n` more (or, negative, fewer) disruptions decided in `pool`.
+    fn spend(&mut self, pool: usize, n: i64) {
+        *self.spent.entry(pool).or_default() += n;
+    }
+
     fn remaining_budget(&mut self, pool: usize, reason: Reason) -> i64 {
         let input = self.input;
-        *self.budget.entry((pool, reason)).or_insert_with(|| {
+        let spent = self.spent.get(&pool).copied().unwrap_or(0);
+        let base = *self.budget.entry((pool, reason)).or_insert_with(|| {
             let np = &input.nodepools[pool];
             // Karpenter's count: initialized nodes make the total; of those, NotReady and
             // going ones use the budget up (a cordon does not).
@@ -546,7 +558,12 @@ impl<'a> Engine<'a> {
             } else {
                 (allowed - disrupting).max(0)
             }
-        })
+        });
+        if base == i64::MAX {
+            base
+        } else {
+            (base - spent).max(0)
+        }
     }
 
     /// Why a node may not be disrupted voluntarily, if it may not.
@@ -667,6 +684,12 @@ impl<'a> Engine<'a> {
         let before: f64 = candidates.iter().map(|&c| input.nodes[c].price).sum();
         let after = plan.new_price();
         if must_save && after >= before - 1e-9 {
+            return None;
+        }
+        if must_save
+            && candidates.len() > 1
+            && !self.multi_node_replacement_valid(candidates, &plan)
+        {
             return None;
         }
         // Spot to spot, as Karpenter allows it: behind its feature gate; a single node only with
@@ -791,6 +814,30 @@ impl<'a> Engine<'a> {
             drain,
             drain_seconds,
         })
+    }
+
+    /// Karpenter's rules for a multi-node consolidation's launch: at most one replacement, and
+    /// when that replacement could be of a type being removed, it must be cheaper than the
+    /// cheapest removed node of such a type — otherwise keeping that node and deleting the
+    /// others saves as much and moves fewer pods (Karpenter's `filterOutSameInstanceType`).
+    fn multi_node_replacement_valid(&self, candidates: &[usize], plan: &Plan) -> bool {
+        let Some(claim) = plan.new_claims.first() else {
+            return true;
+        };
+        if plan.new_claims.len() > 1 {
+            return false;
+        }
+        let input = self.input;
+        let max_price = candidates
+            .iter()
+            .filter_map(|&c| {
+                let n = &input.nodes[c];
+                n.instance_type
+                    .filter(|t| claim.instance_types.contains(t))
+                    .map(|_| n.price)
+            })
+            .fold(f64::INFINITY, f64::min);
+        claim.offering.price < max_price - 1e-9
     }
 
     /// Eviction waves: lowest priority first; a wave never takes more of a PDB's pods than it
@@ -989,7 +1036,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             }
             if reason == Reason::Empty {
                 // Like Karpenter, empty nodes go together: one command below.
-                *e.budget.get_mut(&(p, reason)).expect("computed") -= 1;
+                e.spend(p, 1);
                 e.taken.insert(i);
                 empty.push(i);
                 continue;
@@ -1001,7 +1048,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 );
                 continue;
             };
-            *e.budget.get_mut(&(p, reason)).expect("computed") -= 1;
+            e.spend(p, 1);
             e.taken.insert(i);
             out.commands.push(c);
         }
@@ -1012,7 +1059,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                     for &i in &empty {
                         e.taken.remove(&i);
                         let p = e.pool_of[i].expect("managed");
-                        *e.budget.get_mut(&(p, Reason::Empty)).expect("computed") += 1;
+                        e.spend(p, -1);
                         blocked.insert(
                             input.nodes[i].node.name.clone(),
                             "its pods fit nowhere else".into(),
@@ -1121,9 +1168,8 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         for name in &c.candidates {
             if let Some(i) = input.nodes.iter().position(|n| n.node.name == *name) {
                 e.taken.insert(i);
-                *e.budget
-                    .get_mut(&(e.pool_of[i].expect("managed"), Reason::Underutilized))
-                    .expect("computed") -= 1;
+                let p = e.pool_of[i].expect("managed");
+                e.spend(p, 1);
             }
         }
         out.commands.push(c);
@@ -1152,9 +1198,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                     .filter(|c| c.replacements.len() <= 1)
             });
             if let Some(c) = c {
-                *e.budget
-                    .get_mut(&(p, Reason::Underutilized))
-                    .expect("computed") -= 1;
+                e.spend(p, 1);
                 e.taken.insert(i);
                 out.commands.push(c);
                 break;

@@ -284,6 +284,61 @@ fn empty_nodes_go_in_one_command_as_far_as_the_budget_allows() {
 }
 
 #[test]
+fn every_method_spends_one_allowance_per_nodepool() {
+    // `a` and `b` are empty, `c` and `d` hold a small pod each (either could move to the
+    // other). A budget of two: emptiness takes both empty nodes, and consolidation, which on
+    // its own would delete `c` or `d`, finds the pool's allowance spent (Karpenter counts a
+    // pool's going nodes against every reason's budget).
+    let t = types();
+    let nodes: Vec<NodeInfo> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| node(n, "m7i.large", 2.0, &t))
+        .collect();
+    let pods = [pod("p1", "c", 200, 256), pod("p2", "d", 200, 256)];
+    let two = pool(json!({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "2"}]}}));
+    let r = eval(&nodes, &pods, &[], std::slice::from_ref(&two), &t);
+    assert_eq!(r.commands.len(), 1, "{r:#?}");
+    assert_eq!(r.commands[0].reason, Reason::Empty);
+    assert_eq!(
+        r.commands[0].candidates,
+        vec!["a".to_string(), "b".to_string()]
+    );
+    // With one empty node, the other unit of the allowance goes to consolidation.
+    let r = eval(&nodes[1..], &pods, &[], &[two], &t);
+    let reasons: Vec<Reason> = r.commands.iter().map(|c| c.reason).collect();
+    assert_eq!(
+        reasons,
+        vec![Reason::Empty, Reason::Underutilized],
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn several_nodes_are_not_replaced_by_a_node_no_cheaper_than_one_of_them() {
+    // Two m7i.large: `a` with two pods, `b` with one; all three fit on one m7i.large (and, by
+    // memory, on nothing cheaper). Replacing
+    // both with a new m7i.large saves one node's price, as deleting `b` alone does with fewer
+    // pods moved and no launch: Karpenter's filterOutSameInstanceType rejects the former.
+    let t = types();
+    let nodes = [
+        node("a", "m7i.large", 2.0, &t),
+        node("b", "m7i.large", 2.0, &t),
+    ];
+    let pods = [
+        pod("p1", "a", 300, 1536),
+        pod("p2", "a", 300, 1536),
+        pod("p3", "b", 300, 1536),
+    ];
+    let all =
+        pool(json!({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}));
+    let r = eval(&nodes, &pods, &[], &[all], &t);
+    assert_eq!(r.commands.len(), 1, "{r:#?}");
+    let c = &r.commands[0];
+    assert_eq!(c.candidates, vec!["b".to_string()]);
+    assert!(c.replacements.is_empty(), "{c:#?}");
+}
+
+#[test]
 fn budgets_count_as_karpenter_does_initialized_nodes_with_not_ready_and_going_ones_using_them_up() {
     // Four nodes, `a` holding a pod, `b`, `c`, `d` empty; `c` in the state of the case. How
     // many empty nodes go in the one emptiness command (Karpenter's BuildDisruptionBudgetMapping:

@@ -22,31 +22,6 @@ const INSTANCE_SELECTION: &str =
 /// and one that starts to pass must leave this list.
 const KNOWN_GAPS: &[(&str, &str, &str)] = &[
     (
-        disruption::CONSOLIDATION,
-        "should only allow 3 empty nodes to be disrupted",
-        "the engine keeps a NodePool's budget per reason within one evaluation: emptiness \
-         spends its 3, then underutilized consolidation deletes 3 more empty nodes with a \
-         fresh 3; Karpenter's nodes being disrupted use up every reason's budget (found by \
-         this transcription; the fix is one allowance per NodePool spent by every method)",
-    ),
-    (
-        disruption::CONSOLIDATION,
-        "can delete nodes",
-        "multi-node consolidation replaces both nodes with one new node of the same type \
-         where deleting the node with one pod saves as much with no launch: among commands \
-         that save the same, the engine does not yet prefer the one that launches nothing",
-    ),
-    (
-        disruption::CONSOLIDATION,
-        "can delete nodes if another nodePool has no node template",
-        "as above",
-    ),
-    (
-        disruption::CONSOLIDATION,
-        "should allow 2 nodes from each nodePool to be deleted",
-        "as above: 2 empty nodes per NodePool, then the third as underutilized",
-    ),
-    (
         suite::SUITE,
         "should re-schedule pods from a deleting node when pods are active",
         "capstan provisions for a deleting node's pods once they are evicted and pending, not \
