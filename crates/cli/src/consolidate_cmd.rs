@@ -120,6 +120,20 @@ fn with_claim(info: &mut NodeInfo, objects: &[NodeClaimObject], claims: &[NodeCl
         info.provider_drift = Some("its NodeClaim is Drifted".into());
         info.drifted_at = capstan_model::time::parse_rfc3339(&c.last_transition_time);
     }
+    // The last pod event (Karpenter's `status.lastPodEventTime`), else the node's
+    // initialization: what `consolidateAfter` counts from.
+    let status = o.status.as_ref();
+    info.last_pod_event = status
+        .and_then(|s| s.last_pod_event_time.as_deref())
+        .and_then(capstan_model::time::parse_rfc3339)
+        .or_else(|| {
+            status
+                .into_iter()
+                .flat_map(|s| &s.conditions)
+                .find(|c| c.type_ == conditions::INITIALIZED && c.status == "True")
+                .and_then(|c| capstan_model::time::parse_rfc3339(&c.last_transition_time))
+        })
+        .or(info.last_pod_event);
     // Karpenter's NodeClaims say when `consolidateAfter` has passed (no condition: not
     // yet); capstan's keep no such condition, and the engine reckons from the node's age.
     if o.api_version.starts_with("karpenter.sh/") {

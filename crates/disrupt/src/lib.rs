@@ -623,9 +623,35 @@ impl<'a> Engine<'a> {
             })
     }
 
+    /// Whether the node is inside its NodePool's `consolidateAfter` window: a pod event (or,
+    /// with none known, its launch) more recently than that. Consolidation moves no pods onto
+    /// such a node — it is still settling, and moving pods there would restart its window
+    /// (Karpenter's `IsUnderConsolidateAfter` for destinations).
+    fn under_consolidate_after(&self, node: usize) -> bool {
+        let n = &self.input.nodes[node];
+        let Some(p) = self.pool_of[node] else {
+            return false;
+        };
+        let Some(after) = self.input.nodepools[p].consolidate_after_seconds else {
+            return false;
+        };
+        if after == 0 || !n.initialized {
+            return false;
+        }
+        n.last_pod_event
+            .or(n.created)
+            .is_some_and(|t| self.input.now - t < after as f64)
+    }
+
     /// Simulates moving the pods of `candidates` onto the other nodes (and, when `launch`,
-    /// onto new nodes from the NodePools).
-    fn simulate(&self, candidates: &[usize], launch: bool) -> (Vec<Arc<Pod>>, Plan) {
+    /// onto new nodes from the NodePools); in consolidation, not onto nodes still under
+    /// their `consolidateAfter`.
+    fn simulate(
+        &self,
+        candidates: &[usize],
+        launch: bool,
+        consolidation: bool,
+    ) -> (Vec<Arc<Pod>>, Plan) {
         let input = self.input;
         let mut gone = vec![false; input.nodes.len()];
         for &c in candidates {
@@ -644,7 +670,14 @@ impl<'a> Engine<'a> {
                 continue;
             }
             let pods = self.pods_on[i].iter().map(|&p| &input.pods[p]);
-            b.node(&n.node, n.nodepool.as_deref(), pods, &self.used[i]);
+            if consolidation && self.under_consolidate_after(i) {
+                // Closed to the moved pods; its own pods still count (topology, affinity).
+                let mut closed = Node::clone(&n.node);
+                closed.unschedulable = true;
+                b.node(&closed, n.nodepool.as_deref(), pods, &self.used[i]);
+            } else {
+                b.node(&n.node, n.nodepool.as_deref(), pods, &self.used[i]);
+            }
         }
         let snapshot = b.build();
         let pools: Vec<NodePool> = if launch {
@@ -677,7 +710,7 @@ impl<'a> Engine<'a> {
         must_save: bool,
     ) -> Option<Command> {
         let input = self.input;
-        let (pending, plan) = self.simulate(candidates, launch);
+        let (pending, plan) = self.simulate(candidates, launch, reason == Reason::Underutilized);
         if !plan.unschedulable.is_empty() {
             return None;
         }

@@ -339,6 +339,37 @@ fn several_nodes_are_not_replaced_by_a_node_no_cheaper_than_one_of_them() {
 }
 
 #[test]
+fn consolidation_moves_no_pods_onto_a_node_still_under_its_consolidate_after() {
+    // Two m7i.large, `a` with two pods, `b` with one; consolidateAfter 60 s. `b` is settled;
+    // whether its pod may move to `a` (deleting `b`) depends on `a`'s last pod event.
+    // (seconds since a's last pod event, b deleted)
+    let cases = [(30.0, false), (59.0, false), (61.0, true), (3600.0, true)];
+    let t = types();
+    for (since, want) in cases {
+        let mut nodes = [
+            node("a", "m7i.large", 2.0, &t),
+            node("b", "m7i.large", 2.0, &t),
+        ];
+        nodes[0].last_pod_event = Some(NOW - since);
+        nodes[1].last_pod_event = Some(NOW - 3600.0);
+        let pods = [
+            pod("p1", "a", 300, 1536),
+            pod("p2", "a", 300, 1536),
+            pod("p3", "b", 300, 1536),
+        ];
+        let np = pool(
+            json!({"disruption": {"consolidateAfter": "60s", "budgets": [{"nodes": "100%"}]}}),
+        );
+        let r = eval(&nodes, &pods, &[], &[np], &t);
+        let deleted = r
+            .commands
+            .iter()
+            .any(|c| c.candidates == ["b"] && c.replacements.is_empty());
+        assert_eq!(deleted, want, "a's last pod event {since} s ago: {r:#?}");
+    }
+}
+
+#[test]
 fn budgets_count_as_karpenter_does_initialized_nodes_with_not_ready_and_going_ones_using_them_up() {
     // Four nodes, `a` holding a pod, `b`, `c`, `d` empty; `c` in the state of the case. How
     // many empty nodes go in the one emptiness command (Karpenter's BuildDisruptionBudgetMapping:

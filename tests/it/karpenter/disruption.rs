@@ -5,6 +5,7 @@
 //! InitializedAndStateUpdated`) and `Consolidatable` unless a case says otherwise. A node
 //! Karpenter deletes is one a command of `consolidate` names as a candidate.
 
+use super::topology::default_offerings;
 use super::*;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -19,6 +20,12 @@ pub const NOT_RUN: &[(&str, &str)] = &[
         "consolidation: should not mark (empty|multi node|single node) consolidated if (the|all) candidates can't be disrupted due to budgets (6 Its)",
         "whether Karpenter's cluster state marks its NodePools consolidated after a pass is \
          its queue's bookkeeping (capstan re-evaluates on every change)",
+    ),
+    (
+        "consolidation: Delete: does not delete nodes with pod churn, deletes nodes without pod churn",
+        "a test validator that binds a pod during Karpenter's validation wait: queue \
+         mechanics (capstan's controller re-checks a command against the API server before it \
+         starts, tested in controller::disruption)",
     ),
     (
         "drift: Metrics: should correctly report eligible drifted nodes",
@@ -82,6 +89,8 @@ pub struct NodeSpec {
     /// The NodeClaim's `Drifted` condition: its status and when it turned so.
     pub drifted: Option<(bool, &'static str)>,
     pub node_annotations: Value,
+    /// When the NodeClaim turned `Initialized` (the node labelled so); none: not yet.
+    pub initialized: Option<&'static str>,
 }
 
 /// `leastExpensiveInstance` of `fake.InstanceTypesAssorted()` (on-demand; with `spot`, the
@@ -98,6 +107,7 @@ pub fn cheapest(pool: &str, spot: bool) -> NodeSpec {
         consolidatable: Some(true),
         drifted: None,
         node_annotations: json!({}),
+        initialized: Some(AN_HOUR_AGO),
     }
 }
 
@@ -127,8 +137,11 @@ impl Cluster {
             "kubernetes.io/os": "linux",
             "kubernetes.io/hostname": name,
             "karpenter.sh/registered": "true",
-            "karpenter.sh/initialized": "true",
         });
+        let mut labels = labels;
+        if spec.initialized.is_some() {
+            labels["karpenter.sh/initialized"] = json!("true");
+        }
         let provider = format!("fake:///{name}");
         let allocatable = json!({"cpu": spec.cpu, "pods": spec.pods, "memory": "64Gi"});
         self.nodes.push(json!({
@@ -144,11 +157,10 @@ impl Cluster {
                 "reason": kind, "lastTransitionTime": at})
         };
         let cond = |kind: &str, status: bool| cond_at(kind, status, AN_HOUR_AGO);
-        let mut conditions = vec![
-            cond("Launched", true),
-            cond("Registered", true),
-            cond("Initialized", true),
-        ];
+        let mut conditions = vec![cond("Launched", true), cond("Registered", true)];
+        if let Some(at) = spec.initialized {
+            conditions.push(cond_at("Initialized", true, at));
+        }
         if let Some(c) = spec.consolidatable {
             conditions.push(cond("Consolidatable", c));
         }
@@ -499,6 +511,7 @@ pub fn cases() -> Vec<Scenario> {
     drift(&mut out);
     consolidation_budgets(&mut out);
     consolidation_delete(&mut out);
+    consolidation_delete_more(&mut out);
     add(
         &mut out,
         "should not consolidate static NodePool nodes",
@@ -1022,4 +1035,239 @@ fn consolidation_delete(out: &mut Vec<Scenario>) {
             deleted(c, &[a])
         },
     );
+}
+
+/// The pods of `two_and_one`, all with these annotations, and a 300 s terminationGracePeriod
+/// in the NodePool (Karpenter's test sets it on both NodeClaims, which take it from there).
+fn two_and_one_with_grace(c: &mut Cluster, annotations: Value) -> (String, String) {
+    let (a, b) = two_and_one(c, annotations.clone(), json!({"app": "test"}));
+    c.pools[0]["spec"]["template"]["spec"]["terminationGracePeriod"] = json!("300s");
+    for p in c.pods.iter_mut() {
+        p["metadata"]["annotations"] = annotations.clone();
+    }
+    (a, b)
+}
+
+/// `consolidation_test.go`, `Delete` (lines 2729–3543).
+fn consolidation_delete_more(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: DisruptionBody| add_in(out, CONSOLIDATION, it, run);
+    add(
+        "does not consolidate nodes with karpenter.sh/do-not-disrupt set to true on pods when the NodePool's TerminationGracePeriod is not nil",
+        |c| {
+            two_and_one_with_grace(c, json!({"karpenter.sh/do-not-disrupt": "true"}));
+            deleted(c, &[])
+        },
+    );
+    add(
+        "does not consolidate nodes with pods with blocking PDBs when the NodePool's TerminationGracePeriod is not nil",
+        |c| {
+            two_and_one_with_grace(c, json!({}));
+            c.pods.push(json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "pdb", "namespace": "default"},
+                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "test"}}},
+                "status": {"currentHealthy": 3, "desiredHealthy": 3, "expectedPods": 3,
+                    "disruptionsAllowed": 0, "observedGeneration": 1},
+            }));
+            deleted(c, &[])
+        },
+    );
+    add(
+        "does not consolidate nodes with pods that have a duration-based do-not-disrupt annotation that is still active",
+        |c| {
+            // The pods started now; the third one's two minutes have not passed.
+            let (a, _) = two_and_one(
+                c,
+                json!({"karpenter.sh/do-not-disrupt": "2m"}),
+                json!({"app": "test"}),
+            );
+            deleted(c, &[a])
+        },
+    );
+    add(
+        "can consolidate nodes after duration-based do-not-disrupt annotation expires",
+        |c| {
+            two_and_one(
+                c,
+                json!({"karpenter.sh/do-not-disrupt": "2m"}),
+                json!({"app": "test"}),
+            );
+            for p in c.pods.iter_mut().take(2) {
+                p["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "2m"});
+            }
+            deleted(c, &[])?;
+            // Three minutes on.
+            c.now = "2026-01-01T12:03:00Z";
+            let k = c.consolidate()?["commands"].as_array().map_or(0, Vec::len);
+            ensure(
+                k == 1,
+                format!("{k} commands after 3 minutes, Karpenter makes one"),
+            )
+        },
+    );
+    add(
+        "can delete nodes, considers invalid do-not-disrupt annotation format as not blocking",
+        |c| {
+            let (_, b) = two_and_one(
+                c,
+                json!({"karpenter.sh/do-not-disrupt": "invalid-format"}),
+                json!({"app": "test"}),
+            );
+            deleted(c, &[b])
+        },
+    );
+    add("can delete nodes, evicts pods without an ownerRef", |c| {
+        c.pools.push(consolidation_pool("default", "100%"));
+        let a = c.node(&cheapest("default", false));
+        let b = c.node(&cheapest("default", false));
+        for _ in 0..2 {
+            c.bind(&a, Some(("ReplicaSet", "rs")), false);
+        }
+        c.bind(&b, None, false);
+        deleted(c, &[b])
+    });
+    add(
+        "won't delete node if it would require pods to schedule on an uninitialized node",
+        |c| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let mut s = cheapest("default", false);
+            s.initialized = None;
+            let a = c.node(&s);
+            let b = c.node(&cheapest("default", false));
+            rs_pod(c, &a, None, json!({}));
+            rs_pod(c, &a, None, json!({}));
+            rs_pod(c, &b, None, json!({}));
+            deleted(c, &[])
+        },
+    );
+    add(
+        "should not consolidate pods onto a destination node that is under its consolidateAfter window",
+        |c| {
+            // Both nodes initialized just now (their NodeClaims marked Consolidatable by the
+            // test), consolidateAfter 1m: the only move, b's pod onto a, waits for a's window.
+            let mut p = consolidation_pool("default", "100%");
+            p["spec"]["disruption"]["consolidateAfter"] = json!("1m");
+            c.pools.push(p);
+            let mut s = cheapest("default", false);
+            s.initialized = Some(NOW);
+            let a = c.node(&s);
+            let b = c.node(&s);
+            rs_pod(c, &a, None, json!({}));
+            rs_pod(c, &a, None, json!({}));
+            rs_pod(c, &b, None, json!({}));
+            deleted(c, &[])?;
+            c.now = "2026-01-01T12:02:00Z";
+            deleted(c, &[b])
+        },
+    );
+    add(
+        "should consolidate pods onto a destination node with consolidateAfter set to Never",
+        |c| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let mut dest = consolidation_pool("destination", "100%");
+            dest["spec"]["disruption"]["consolidateAfter"] = json!("Never");
+            c.pools.push(dest);
+            let mut s = cheapest("default", false);
+            s.initialized = Some(NOW);
+            let a = c.node(&s);
+            let mut d = cheapest("destination", false);
+            d.initialized = Some(NOW);
+            c.node(&d);
+            rs_pod(c, &a, None, json!({}));
+            deleted(c, &[a])
+        },
+    );
+    add(
+        "should replace a node with a cheaper one even when consolidateAfter has not expired",
+        |c| {
+            let mut p = consolidation_pool("default", "100%");
+            p["spec"]["disruption"]["consolidateAfter"] = json!("1m");
+            c.pools.push(p);
+            let mut s = expensive("default");
+            s.initialized = Some(NOW);
+            let n = c.node(&s);
+            rs_pod(c, &n, None, json!({}));
+            c.now = "2026-01-01T12:02:00Z";
+            deleted(c, std::slice::from_ref(&n))?;
+            let r = replacements(c)?;
+            ensure(r == 1, format!("{r} replacements, Karpenter launches one"))
+        },
+    );
+    add(
+        "should consider initialized nodes before uninitialized nodes",
+        |c| {
+            let mut default =
+                default_offerings(FakeType::new("default-instance-type", "amd64", 3.0, 3.0));
+            default.pods = 110;
+            let mut small =
+                default_offerings(FakeType::new("small-instance-type", "amd64", 1.0, 1.0));
+            small.pods = 10;
+            c.catalog = Some(vec![default.entry(), small.entry()]);
+            c.pools.push(consolidation_pool("default", "100%"));
+            // A hundred nodes of the default type, each with a 2-CPU pod; only one (Karpenter
+            // picks it at random) initialized.
+            for i in 0..100 {
+                let mut s = cheapest("default", true);
+                s.itype = "default-instance-type".into();
+                s.cpu = "3";
+                s.initialized = (i == 37).then_some(AN_HOUR_AGO);
+                let n = c.node(&s);
+                c.bind_pod(
+                    &n,
+                    Some(("ReplicaSet", "rs")),
+                    false,
+                    Some("2"),
+                    json!({}),
+                    json!({"app": "test"}),
+                );
+            }
+            let mut s = cheapest("default", true);
+            s.itype = "small-instance-type".into();
+            s.cpu = "1";
+            let small = c.node(&s);
+            c.bind_pod(
+                &small,
+                Some(("ReplicaSet", "rs2")),
+                false,
+                Some("1"),
+                json!({}),
+                json!({"app": "test"}),
+            );
+            deleted(c, &[small])
+        },
+    );
+    add("can delete nodes with a permanently pending pod", |c| {
+        let (_, b) = two_and_one(c, json!({}), json!({"app": "test"}));
+        c.pods.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "pending", "namespace": "default", "uid": "pending-uid"},
+            "spec": {"nodeSelector": {"non-existent": "node-label"},
+                "containers": [{"name": "c", "image": "pause"}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                "status": "False", "reason": "Unschedulable"}]},
+        }));
+        deleted(c, &[b])
+    });
+    add(
+        "won't delete nodes if it would make a non-pending pod go pending",
+        |c| {
+            two_and_one(c, json!({}), json!({"app": "test"}));
+            for (i, v) in ["1", "2"].into_iter().enumerate() {
+                c.nodes[i]["metadata"]["labels"]["foo"] = json!(v);
+                c.claims[i]["metadata"]["labels"]["foo"] = json!(v);
+            }
+            for (i, v) in ["1", "1", "2"].into_iter().enumerate() {
+                c.pods[i]["spec"]["nodeSelector"] = json!({"foo": v});
+            }
+            deleted(c, &[])
+        },
+    );
+    add("can delete nodes while an invalid node pool exists", |c| {
+        let (_, b) = two_and_one(c, json!({}), json!({"app": "test"}));
+        let mut bad = nodepool("bad-nodepool", vec![]);
+        bad["spec"]["template"]["spec"]["nodeClassRef"] =
+            json!({"group": "karpenter.test.sh", "kind": "TestNodeClass", "name": "non-existent"});
+        c.pools.push(bad);
+        deleted(c, &[b])
+    });
 }

@@ -39,6 +39,13 @@ const KNOWN_GAPS: &[(&str, &str, &str)] = &[
 /// Cases capstan deliberately decides differently: (file, It, why).
 const DIFFERENCES: &[(&str, &str, &str)] = &[
     (
+        disruption::CONSOLIDATION,
+        "can delete nodes, considers invalid do-not-disrupt annotation format as not blocking",
+        "capstan fails closed on a do-not-disrupt value it cannot read, as for drift below: \
+         the node with that pod is blocked (its reason names the value) and the other node \
+         goes instead",
+    ),
+    (
         disruption::DRIFT,
         "should drift nodes with pods that have an invalid do-not-disrupt annotation format",
         "capstan fails closed on a do-not-disrupt value it cannot read (neither true, false \
