@@ -317,6 +317,7 @@ pub fn disruption_cluster(
             )),
             min_available: None,
             max_unavailable: Some(capstan_model::pdb::IntOrPercent::Percent(20)),
+            always_allow_unhealthy: false,
         })
         .collect();
     (infos, pods, pdbs, types)

@@ -181,7 +181,15 @@ pub fn evaluation_json(e: &Evaluation, catalog: &Catalog) -> Value {
     })
 }
 
-pub fn evaluate_now(c: &Cluster, pools: &[NodePool], catalog: &Catalog, now: f64) -> Evaluation {
+/// One evaluation at `now`; `spot_to_spot` is Karpenter's `SpotToSpotConsolidation` gate (off
+/// by default there and in the controller: spot nodes are then only deleted).
+pub fn evaluate_now(
+    c: &Cluster,
+    pools: &[NodePool],
+    catalog: &Catalog,
+    now: f64,
+    spot_to_spot: bool,
+) -> Evaluation {
     evaluate(Input {
         nodes: &c.nodes,
         pods: &c.pods,
@@ -190,8 +198,7 @@ pub fn evaluate_now(c: &Cluster, pools: &[NodePool], catalog: &Catalog, now: f64
         instance_types: &catalog.instance_types,
         daemonsets: &c.daemonsets,
         now,
-        // Karpenter's default, and the controller's: spot nodes are only deleted.
-        spot_to_spot: false,
+        spot_to_spot,
     })
 }
 

@@ -121,6 +121,10 @@ enum Command {
         /// estimates from the fake cloud's price model.
         #[arg(long = "spot-prices")]
         spot_prices: Option<String>,
+        /// Karpenter's feature gates as the controller takes them (`SpotToSpotConsolidation`,
+        /// off by default as in Karpenter).
+        #[arg(long = "feature-gates", default_value = "", value_parser = capstan_cli::cluster_cmd::FeatureGates::parse)]
+        feature_gates: capstan_cli::cluster_cmd::FeatureGates,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -902,6 +906,7 @@ fn consolidate(
     now: Option<&str>,
     until_stable: bool,
     spot_prices: Option<&str>,
+    gates: capstan_cli::cluster_cmd::FeatureGates,
     output: Output,
 ) -> Result<()> {
     use capstan_cli::consolidate_cmd as cc;
@@ -938,7 +943,13 @@ fn consolidate(
     let mut rounds = Vec::new();
     let mut evaluations = Vec::new();
     for round in 0..50 {
-        let e = cc::evaluate_now(&state, &pools, &catalog, now);
+        let e = cc::evaluate_now(
+            &state,
+            &pools,
+            &catalog,
+            now,
+            gates.spot_to_spot_consolidation,
+        );
         rounds.push(cc::evaluation_json(&e, &catalog));
         let done = e.commands.is_empty() || !until_stable;
         if !done {
@@ -1194,6 +1205,7 @@ fn main() -> ExitCode {
             now,
             until_stable,
             spot_prices,
+            feature_gates,
             output,
         } => consolidate(
             cluster.as_deref(),
@@ -1204,6 +1216,7 @@ fn main() -> ExitCode {
             now.as_deref(),
             until_stable,
             spot_prices.as_deref(),
+            feature_gates,
             output,
         ),
         Command::Bench { which } => match which {

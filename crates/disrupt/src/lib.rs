@@ -610,9 +610,18 @@ impl<'a> Engine<'a> {
     /// Whether PDBs let these pods be evicted, as Karpenter decides it: a PDB that allows no
     /// disruption now blocks; one that allows some lets the drain go in waves within it (the
     /// eviction API refuses the rest until the moved pods run again).
+    /// The PDBs that limit evicting pod `p` (`Pdb::limits`).
+    fn limiting_pdbs(&self, p: usize) -> impl Iterator<Item = usize> + '_ {
+        let pod = &self.input.pods[p];
+        self.pdb_sets[self.pdbs_of[p]]
+            .iter()
+            .copied()
+            .filter(move |&i| self.input.pdbs[i].limits(pod))
+    }
+
     fn pdb_block(&self, pods: &[usize]) -> Option<String> {
         pods.iter()
-            .flat_map(|&p| self.pdb_sets[self.pdbs_of[p]].iter().copied())
+            .flat_map(|&p| self.limiting_pdbs(p))
             .find(|&i| self.pdb_allowed[i] <= 0)
             .map(|i| {
                 format!(
@@ -623,35 +632,10 @@ impl<'a> Engine<'a> {
             })
     }
 
-    /// Whether the node is inside its NodePool's `consolidateAfter` window: a pod event (or,
-    /// with none known, its launch) more recently than that. Consolidation moves no pods onto
-    /// such a node — it is still settling, and moving pods there would restart its window
-    /// (Karpenter's `IsUnderConsolidateAfter` for destinations).
-    fn under_consolidate_after(&self, node: usize) -> bool {
-        let n = &self.input.nodes[node];
-        let Some(p) = self.pool_of[node] else {
-            return false;
-        };
-        let Some(after) = self.input.nodepools[p].consolidate_after_seconds else {
-            return false;
-        };
-        if after == 0 || !n.initialized {
-            return false;
-        }
-        n.last_pod_event
-            .or(n.created)
-            .is_some_and(|t| self.input.now - t < after as f64)
-    }
-
     /// Simulates moving the pods of `candidates` onto the other nodes (and, when `launch`,
-    /// onto new nodes from the NodePools); in consolidation, not onto nodes still under
-    /// their `consolidateAfter`.
-    fn simulate(
-        &self,
-        candidates: &[usize],
-        launch: bool,
-        consolidation: bool,
-    ) -> (Vec<Arc<Pod>>, Plan) {
+    /// onto new nodes from the NodePools) — any of them, even one still under its
+    /// `consolidateAfter` (where Karpenter moves no pods; see ARCHITECTURE.md).
+    fn simulate(&self, candidates: &[usize], launch: bool) -> (Vec<Arc<Pod>>, Plan) {
         let input = self.input;
         let mut gone = vec![false; input.nodes.len()];
         for &c in candidates {
@@ -670,14 +654,7 @@ impl<'a> Engine<'a> {
                 continue;
             }
             let pods = self.pods_on[i].iter().map(|&p| &input.pods[p]);
-            if consolidation && self.under_consolidate_after(i) {
-                // Closed to the moved pods; its own pods still count (topology, affinity).
-                let mut closed = Node::clone(&n.node);
-                closed.unschedulable = true;
-                b.node(&closed, n.nodepool.as_deref(), pods, &self.used[i]);
-            } else {
-                b.node(&n.node, n.nodepool.as_deref(), pods, &self.used[i]);
-            }
+            b.node(&n.node, n.nodepool.as_deref(), pods, &self.used[i]);
         }
         let snapshot = b.build();
         let pools: Vec<NodePool> = if launch {
@@ -710,7 +687,7 @@ impl<'a> Engine<'a> {
         must_save: bool,
     ) -> Option<Command> {
         let input = self.input;
-        let (pending, plan) = self.simulate(candidates, launch, reason == Reason::Underutilized);
+        let (pending, plan) = self.simulate(candidates, launch);
         if !plan.unschedulable.is_empty() {
             return None;
         }
@@ -891,9 +868,8 @@ impl<'a> Engine<'a> {
             let mut wave = Vec::new();
             let mut rest = Vec::new();
             for p in left {
-                let pdbs = &self.pdb_sets[self.pdbs_of[p]];
-                if pdbs.iter().all(|&i| used[i] < allowance[i]) {
-                    pdbs.iter().for_each(|&i| used[i] += 1);
+                if self.limiting_pdbs(p).all(|i| used[i] < allowance[i]) {
+                    self.limiting_pdbs(p).for_each(|i| used[i] += 1);
                     wave.push(p);
                 } else {
                     rest.push(p);

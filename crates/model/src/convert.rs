@@ -543,6 +543,12 @@ pub fn pod(p: &core::Pod, warnings: &mut Vec<String>) -> Result<Pod, FieldError>
         .as_ref()
         .and_then(|s| s.start_time.as_ref())
         .and_then(|t| crate::time::parse_rfc3339(&t.0.to_string()));
+    out.ready = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status == "True");
     out.owner_kind = owner.map(|o| o.kind.clone());
     out.owner_name = owner.map(|o| o.name.clone());
     Ok(out)

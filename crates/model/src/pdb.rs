@@ -40,6 +40,9 @@ pub struct Pdb {
     pub selector: Option<LabelSelector>,
     pub min_available: Option<IntOrPercent>,
     pub max_unavailable: Option<IntOrPercent>,
+    /// `spec.unhealthyPodEvictionPolicy: AlwaysAllow`: a pod that is not healthy may be
+    /// evicted whatever the budget allows (the eviction API's rule).
+    pub always_allow_unhealthy: bool,
 }
 
 impl Pdb {
@@ -67,9 +70,16 @@ impl Pdb {
         self.allowed_from(expected, healthy)
     }
 
-    /// Whether a pod counts as healthy (the disruption controller's currentHealthy).
+    /// Whether a pod counts as healthy (the disruption controller's currentHealthy): running,
+    /// not deleting, and not known to be unready.
     pub fn healthy(pod: &Pod) -> bool {
-        pod.phase == crate::pod::PodPhase::Running && !pod.deleting
+        pod.phase == crate::pod::PodPhase::Running && !pod.deleting && pod.ready != Some(false)
+    }
+
+    /// Whether this budget limits evicting `pod`: it selects the pod, unless the pod is
+    /// unhealthy and the budget lets unhealthy pods go (`AlwaysAllow`).
+    pub fn limits(&self, pod: &Pod) -> bool {
+        !(self.always_allow_unhealthy && !Pdb::healthy(pod))
     }
 
     /// Disruptions allowed given the selected active pods (`expected`) and how many of them
@@ -117,6 +127,8 @@ pub fn convert(p: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> Result<
         selector,
         min_available: parse(&spec.min_available, "spec.minAvailable")?,
         max_unavailable: parse(&spec.max_unavailable, "spec.maxUnavailable")?,
+        always_allow_unhealthy: spec.unhealthy_pod_eviction_policy.as_deref()
+            == Some("AlwaysAllow"),
     })
 }
 
@@ -155,6 +167,7 @@ mod tests {
             )),
             min_available: min,
             max_unavailable: max,
+            always_allow_unhealthy: false,
         }
     }
 

@@ -173,6 +173,8 @@ pub struct Pod {
     pub created: Option<f64>,
     /// Unix seconds of `status.startTime`: when the kubelet took the pod.
     pub started: Option<f64>,
+    /// Its `Ready` condition, where the status has one.
+    pub ready: Option<bool>,
     /// The PersistentVolumeClaims its volumes use (`persistentVolumeClaim` and `ephemeral`).
     pub volume_claims: Vec<crate::volume::ClaimRef>,
     /// What its volumes require of a node (a zone, mostly): set by whoever knows the claims

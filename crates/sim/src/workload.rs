@@ -176,6 +176,7 @@ impl WorkloadState {
             selector: Some(LabelSelector::from_match_labels(&self.template.labels)),
             min_available: p.min_available.map(|s| s.0),
             max_unavailable: p.max_unavailable.map(|s| s.0),
+            always_allow_unhealthy: false,
         })
     }
 

@@ -28,6 +28,23 @@ pub const NOT_RUN: &[(&str, &str)] = &[
          starts, tested in controller::disruption)",
     ),
     (
+        "consolidation: Events (6 Its) and Metrics (eligible nodes; invalidated commands, 2 entries)",
+        "Karpenter's events and metric counters (capstan's blocked reasons are the \
+         `blocked` entries of `consolidate`'s output, its events and /metrics tested in \
+         controller::disruption and controller::metrics)",
+    ),
+    (
+        "consolidation: TTL (7 Its); Multi-NodeClaim: should continue to single nodeclaim consolidation when multi-nodeclaim consolidation fails validation after the node ttl",
+        "what changes in the cluster during Karpenter's 15 s validation wait inside one pass \
+         is queue mechanics (capstan's controller re-checks a command against the API server \
+         just before it starts, tested in controller::disruption)",
+    ),
+    (
+        "consolidation: Parallelization (2 Its)",
+        "the provisioner and the disruption queue running at once against one cluster state: \
+         the controller's loops interleaved, not a decision `consolidate` can be asked",
+    ),
+    (
         "drift: Metrics: should correctly report eligible drifted nodes",
         "a Karpenter metric gauge",
     ),
@@ -67,6 +84,8 @@ pub struct Cluster {
     dir: PathBuf,
     /// `--now`.
     pub now: &'static str,
+    /// More arguments to `consolidate` (feature gates).
+    pub flags: Vec<&'static str>,
     /// The catalog's entries, when not `fake.InstanceTypesAssorted()`.
     pub catalog: Option<Vec<Value>>,
     pub pools: Vec<Value>,
@@ -91,6 +110,8 @@ pub struct NodeSpec {
     pub node_annotations: Value,
     /// When the NodeClaim turned `Initialized` (the node labelled so); none: not yet.
     pub initialized: Option<&'static str>,
+    /// The node's and NodeClaim's creationTimestamp.
+    pub created: &'static str,
 }
 
 /// `leastExpensiveInstance` of `fake.InstanceTypesAssorted()` (on-demand; with `spot`, the
@@ -108,6 +129,7 @@ pub fn cheapest(pool: &str, spot: bool) -> NodeSpec {
         drifted: None,
         node_annotations: json!({}),
         initialized: Some(AN_HOUR_AGO),
+        created: AN_HOUR_AGO,
     }
 }
 
@@ -116,6 +138,7 @@ impl Cluster {
         Cluster {
             dir: dir.to_path_buf(),
             now: NOW,
+            flags: Vec::new(),
             catalog: None,
             pools: Vec::new(),
             nodes: Vec::new(),
@@ -147,7 +170,7 @@ impl Cluster {
         self.nodes.push(json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels, "annotations": spec.node_annotations,
-                "creationTimestamp": AN_HOUR_AGO},
+                "creationTimestamp": spec.created},
             "spec": {"providerID": provider},
             "status": {"allocatable": allocatable, "capacity": allocatable,
                 "conditions": [{"type": "Ready", "status": "True"}]},
@@ -170,7 +193,7 @@ impl Cluster {
         self.claims.push(json!({
             "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
             "metadata": {"name": format!("nodeclaim-{i}"), "labels": labels,
-                "creationTimestamp": AN_HOUR_AGO},
+                "creationTimestamp": spec.created},
             "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
                 "requirements": []},
             "status": {"nodeName": name, "providerID": provider, "conditions": conditions},
@@ -269,7 +292,8 @@ impl Cluster {
             .arg(&catalog)
             .arg("--cluster")
             .arg(&cluster)
-            .args(["--now", self.now, "--output", "json"]);
+            .args(["--now", self.now, "--output", "json"])
+            .args(&self.flags);
         for (i, p) in self.pools.iter().enumerate() {
             let f = self.dir.join(format!("nodepool-{i}.json"));
             std::fs::write(&f, p.to_string()).unwrap();
@@ -512,6 +536,9 @@ pub fn cases() -> Vec<Scenario> {
     consolidation_budgets(&mut out);
     consolidation_delete(&mut out);
     consolidation_delete_more(&mut out);
+    consolidation_replace(&mut out);
+    consolidation_multi(&mut out);
+    consolidation_lifetime_and_topology(&mut out);
     add(
         &mut out,
         "should not consolidate static NodePool nodes",
@@ -1270,4 +1297,464 @@ fn consolidation_delete_more(out: &mut Vec<Scenario>) {
         c.pools.push(bad);
         deleted(c, &[b])
     });
+}
+
+/// The consolidation suite's `node` (on-demand `mostExpensiveInstance`) or `spotNode` (spot
+/// `mostExpensiveSpotInstance`), 32 CPUs, Consolidatable; with Karpenter's suite-wide
+/// `SpotToSpotConsolidation=true`.
+fn replace_node(c: &mut Cluster, spot: bool) -> NodeSpec {
+    c.flags = vec!["--feature-gates", "SpotToSpotConsolidation=true"];
+    let mut s = expensive("default");
+    if spot {
+        s.itype = "64-cpu-128-mem-amd64-linux-test-zone-1-spot".into();
+        s.capacity_type = "spot";
+    }
+    s
+}
+
+/// One command that replaces exactly `node` with one new node not of `node`'s type.
+fn replaced_by_another_type(c: &Cluster, node: &str, itype: &str) -> Result<(), String> {
+    deleted(c, &[node.to_string()])?;
+    let v = c.consolidate()?;
+    let r = v["commands"][0]["replacements"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    ensure(
+        r.len() == 1 && r[0]["instance_type"] != json!(itype),
+        format!("replacements {r:?}, Karpenter launches one that is not {itype}"),
+    )
+}
+
+/// `consolidation_test.go`, `Replace` (lines 1005–2395), each `DescribeTable` run for an
+/// on-demand and a spot candidate.
+fn consolidation_replace(out: &mut Vec<Scenario>) {
+    type Body = fn(&mut Cluster, bool) -> Result<(), String>;
+    let tables: [(&'static str, Body); 7] = [
+        ("can replace node", |c, spot| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let s = replace_node(c, spot);
+            let n = c.node(&s);
+            rs_pod(c, &n, None, json!({}));
+            replaced_by_another_type(c, &n, &s.itype)
+        }),
+        (
+            "can replace nodes if another nodePool returns no instance types",
+            |c, spot| {
+                c.pools.push(consolidation_pool("default", "100%"));
+                // Karpenter's cloud provider gives the second NodePool no instance types; here
+                // its requirements allow none.
+                c.pools.push(nodepool(
+                    "nodepool-2",
+                    vec![req(
+                        "node.kubernetes.io/instance-type",
+                        "In",
+                        &["no-such-type"],
+                    )],
+                ));
+                let s = replace_node(c, spot);
+                let n = c.node(&s);
+                rs_pod(c, &n, None, json!({}));
+                replaced_by_another_type(c, &n, &s.itype)
+            },
+        ),
+        ("can replace nodes, considers PDB", |c, spot| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let s = replace_node(c, spot);
+            let n = c.node(&s);
+            for _ in 0..3 {
+                rs_pod(c, &n, None, json!({}));
+            }
+            c.pods.push(pdb("default", json!({}), 1));
+            deleted(c, &[])
+        }),
+        ("can replace nodes, considers PDB policy", |c, spot| {
+            // The pods are not Ready and the PDB lets unhealthy pods go (AlwaysAllow).
+            c.pools.push(consolidation_pool("default", "100%"));
+            let s = replace_node(c, spot);
+            let n = c.node(&s);
+            for _ in 0..3 {
+                rs_pod(c, &n, None, json!({}));
+            }
+            for p in c.pods.iter_mut() {
+                p["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+            }
+            c.pods.push(pdb(
+                "default",
+                json!({"unhealthyPodEvictionPolicy": "AlwaysAllow"}),
+                1,
+            ));
+            deleted(c, &[n])
+        }),
+        ("can replace nodes, PDB namespace must match", |c, spot| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let s = replace_node(c, spot);
+            let n = c.node(&s);
+            rs_pod(c, &n, None, json!({}));
+            c.pods.push(pdb("other-namespace", json!({}), 1));
+            deleted(c, &[n])
+        }),
+        (
+            "can replace nodes, considers karpenter.sh/do-not-disrupt set to true on nodes",
+            |c, spot| {
+                c.pools.push(consolidation_pool("default", "100%"));
+                let s = replace_node(c, spot);
+                let n = c.node(&s);
+                let mut a = s.clone();
+                a.cpu = "5";
+                a.node_annotations = json!({"karpenter.sh/do-not-disrupt": "true"});
+                let annotated = c.node(&a);
+                rs_pod(c, &n, Some("2"), json!({}));
+                rs_pod(c, &n, Some("2"), json!({}));
+                rs_pod(c, &annotated, Some("2"), json!({}));
+                deleted(c, &[n])
+            },
+        ),
+        (
+            "can replace nodes, considers karpenter.sh/do-not-disrupt set to true on pods",
+            |c, spot| {
+                c.pools.push(consolidation_pool("default", "100%"));
+                let s = replace_node(c, spot);
+                let n = c.node(&s);
+                let mut s2 = s.clone();
+                s2.cpu = "5";
+                let n2 = c.node(&s2);
+                rs_pod(c, &n, Some("2"), json!({}));
+                rs_pod(c, &n, Some("2"), json!({}));
+                rs_pod(
+                    c,
+                    &n2,
+                    Some("2"),
+                    json!({"karpenter.sh/do-not-disrupt": "true"}),
+                );
+                deleted(c, &[n])
+            },
+        ),
+    ];
+    for (it, body) in tables {
+        out.push(Scenario {
+            file: CONSOLIDATION,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                for spot in [false, true] {
+                    let c = &mut Cluster::new(&dir.join(if spot { "spot" } else { "od" }));
+                    body(c, spot).map_err(|e| {
+                        format!("{} candidate: {e}", if spot { "spot" } else { "on-demand" })
+                    })?;
+                }
+                Ok(())
+            }),
+        });
+    }
+    let mut add = |it, run: DisruptionBody| add_in(out, CONSOLIDATION, it, run);
+    add(
+        "cannot replace spot with spot if the spotToSpotConsolidation is disabled",
+        |c| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let s = replace_node(c, true);
+            c.flags.clear();
+            let n = c.node(&s);
+            rs_pod(c, &n, None, json!({}));
+            deleted(c, &[])
+        },
+    );
+    add(
+        "won't replace node if any spot replacement is more expensive",
+        |c| {
+            c.catalog = Some(vec![
+                replace_priced(
+                    "current-on-demand",
+                    &[("on-demand", "test-zone-1a", 0.5, false)],
+                ),
+                replace_priced(
+                    "potential-spot-replacement",
+                    &[
+                        ("spot", "test-zone-1a", 1.0, true),
+                        ("spot", "test-zone-1b", 0.2, true),
+                        ("spot", "test-zone-1c", 0.4, true),
+                    ],
+                ),
+            ]);
+            c.pools.push(consolidation_pool("default", "100%"));
+            c.flags = vec!["--feature-gates", "SpotToSpotConsolidation=true"];
+            replace_current(c);
+            deleted(c, &[])
+        },
+    );
+    add(
+        "won't replace on-demand node if on-demand replacement is more expensive",
+        |c| {
+            c.catalog = Some(vec![
+                replace_priced(
+                    "current-on-demand",
+                    &[("on-demand", "test-zone-1a", 0.5, false)],
+                ),
+                replace_priced(
+                    "on-demand-replacement",
+                    &[
+                        ("on-demand", "test-zone-1a", 0.6, true),
+                        ("on-demand", "test-zone-1b", 0.6, true),
+                        ("spot", "test-zone-1b", 0.2, true),
+                        ("spot", "test-zone-1c", 0.3, true),
+                    ],
+                ),
+            ]);
+            let mut p = consolidation_pool("default", "100%");
+            p["spec"]["template"]["spec"]["requirements"] =
+                json!([req("karpenter.sh/capacity-type", "In", &["on-demand"])]);
+            c.pools.push(p);
+            c.flags = vec!["--feature-gates", "SpotToSpotConsolidation=true"];
+            replace_current(c);
+            deleted(c, &[])
+        },
+    );
+}
+
+/// `fake.NewInstanceType` with only these offerings (capacity type, zone, price, available):
+/// 4 CPUs, 4 GiB.
+fn replace_priced(name: &str, offerings: &[(&'static str, &'static str, f64, bool)]) -> Value {
+    let mut t = FakeType::new(name, "amd64", 4.0, 4.0);
+    for (ct, zone, price, _) in offerings {
+        t = t.offering(ct, zone, *price);
+    }
+    let mut e = t.entry();
+    for (i, (_, _, _, available)) in offerings.iter().enumerate() {
+        e["offerings"][i]["available"] = json!(available);
+    }
+    e
+}
+
+/// The `current-on-demand` node (zone test-zone-1a, 32 CPUs) with one pod.
+fn replace_current(c: &mut Cluster) {
+    let mut s = cheapest("default", false);
+    s.itype = "current-on-demand".into();
+    s.zone = "test-zone-1a";
+    let n = c.node(&s);
+    rs_pod(c, &n, None, json!({}));
+}
+
+/// A PodDisruptionBudget in `namespace` selecting `app: test`, `maxUnavailable: 0`, with
+/// `extra` in its spec and the status Karpenter's test gives it.
+fn pdb(namespace: &str, extra: Value, healthy: i64) -> Value {
+    let mut spec = json!({"maxUnavailable": 0, "selector": {"matchLabels": {"app": "test"}}});
+    if let Value::Object(m) = extra {
+        for (k, v) in m {
+            spec[k] = v;
+        }
+    }
+    json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "pdb", "namespace": namespace},
+        "spec": spec,
+        "status": {"currentHealthy": healthy, "desiredHealthy": healthy, "expectedPods": healthy,
+            "disruptionsAllowed": 0, "observedGeneration": 1},
+    })
+}
+
+/// `consolidation_test.go`, `Multi-NodeClaim` (lines 3936–4399), each `DescribeTable` for an
+/// on-demand and a spot candidate.
+fn consolidation_multi(out: &mut Vec<Scenario>) {
+    type Body = fn(&mut Cluster, bool) -> Result<(), String>;
+    let tables: [(&'static str, Body); 4] = [
+        ("can merge 3 nodes into 1", |c, spot| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let s = replace_node(c, spot);
+            let nodes = c.nodes(3, &s);
+            for n in &nodes {
+                rs_pod(c, n, None, json!({}));
+            }
+            deleted(c, &nodes)?;
+            let r = replacements(c)?;
+            ensure(r == 1, format!("{r} replacements, Karpenter launches one"))
+        }),
+        ("won't merge 2 nodes into 1 of the same type", |c, spot| {
+            // As Karpenter's table: the on-demand entry runs spot nodes and the spot one
+            // on-demand nodes, both of the cheapest type; one pod on the first, two on the
+            // second.
+            c.pools.push(consolidation_pool("default", "100%"));
+            replace_node(c, spot);
+            let nodes = c.nodes(2, &cheapest("default", !spot));
+            rs_pod(c, &nodes[0], None, json!({}));
+            rs_pod(c, &nodes[1], None, json!({}));
+            rs_pod(c, &nodes[1], None, json!({}));
+            deleted(c, &nodes[..1])
+        }),
+        (
+            "should wait for the node TTL for non-empty nodes before consolidating (multi-node)",
+            |c, spot| {
+                // The 30 s validation wait is Karpenter's queue; the decision after it is
+                // checked: both nodes go for one new node (spot nodes for the on-demand entry,
+                // as Karpenter's table has it).
+                c.pools.push(consolidation_pool("default", "100%"));
+                let s = replace_node(c, !spot);
+                let nodes = c.nodes(2, &s);
+                rs_pod(c, &nodes[0], None, json!({}));
+                rs_pod(c, &nodes[0], None, json!({}));
+                rs_pod(c, &nodes[1], None, json!({}));
+                deleted(c, &nodes)?;
+                let r = replacements(c)?;
+                ensure(r == 1, format!("{r} replacements, Karpenter launches one"))
+            },
+        ),
+        (
+            "should consolidate multiple empty nodes via multi-nodeclaim consolidation",
+            |c, spot| {
+                // The test's three pods are never bound (nor marked unschedulable): the nodes
+                // are empty.
+                c.pools.push(consolidation_pool("default", "100%"));
+                let s = replace_node(c, !spot);
+                let nodes = c.nodes(3, &s);
+                for i in 0..3 {
+                    c.pods.push(json!({
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": format!("unbound-{i}"), "namespace": "default",
+                            "labels": {"app": "test"}},
+                        "spec": {"containers": [{"name": "c", "image": "pause"}]},
+                        "status": {"phase": "Pending"},
+                    }));
+                }
+                deleted(c, &nodes)?;
+                let k = c.consolidate()?["commands"].as_array().map_or(0, Vec::len);
+                ensure(k == 1, format!("{k} commands, Karpenter makes one"))
+            },
+        ),
+    ];
+    for (it, body) in tables {
+        out.push(Scenario {
+            file: CONSOLIDATION,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                for spot in [false, true] {
+                    let c = &mut Cluster::new(&dir.join(if spot { "spot" } else { "od" }));
+                    body(c, spot).map_err(|e| {
+                        format!("{} entry: {e}", if spot { "spot" } else { "on-demand" })
+                    })?;
+                }
+                Ok(())
+            }),
+        });
+    }
+    add_in(
+        out,
+        CONSOLIDATION,
+        "can merge 3 nodes into 1 if the candidates have both spot and on-demand",
+        |c| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let od = replace_node(c, false);
+            let spot = replace_node(c, true);
+            let mut nodes = c.nodes(2, &od);
+            nodes.push(c.node(&spot));
+            for n in &nodes {
+                rs_pod(c, n, None, json!({}));
+            }
+            deleted(c, &nodes)?;
+            let r = replacements(c)?;
+            ensure(r == 1, format!("{r} replacements, Karpenter launches one"))
+        },
+    );
+}
+
+/// `consolidation_test.go`, `Node Lifetime Consideration` and `Topology Consideration` (lines
+/// 4400–4658).
+fn consolidation_lifetime_and_topology(out: &mut Vec<Scenario>) {
+    let mut add = |it, run: DisruptionBody| add_in(out, CONSOLIDATION, it, run);
+    add(
+        "should consolidate the node with best savings ratio first",
+        |c| {
+            // expireAfter 3s; the first node made two seconds before the second, which is
+            // made now.
+            let mut p = consolidation_pool("default", "100%");
+            p["spec"]["template"]["spec"]["expireAfter"] = json!("3s");
+            c.pools.push(p);
+            let mut s = cheapest("default", false);
+            s.created = "2026-01-01T11:59:58Z";
+            s.initialized = Some("2026-01-01T11:59:58Z");
+            let a = c.node(&s);
+            s.created = NOW;
+            s.initialized = Some(NOW);
+            let b = c.node(&s);
+            rs_pod(c, &a, None, json!({}));
+            rs_pod(c, &a, None, json!({}));
+            rs_pod(c, &b, None, json!({}));
+            deleted(c, &[b])
+        },
+    );
+    add("can replace node maintaining zonal topology spread", |c| {
+        c.pools.push(consolidation_pool("default", "100%"));
+        let nodes = zonal_nodes(c, "64-cpu-128-mem-amd64-linux-test-zone-2-on-demand");
+        for n in &nodes {
+            c.bind_pod(
+                n,
+                Some(("ReplicaSet", "rs")),
+                false,
+                Some("1"),
+                json!({}),
+                json!({"app": "test-zonal-spread"}),
+            );
+        }
+        for p in c.pods.iter_mut() {
+            p["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "test-zonal-spread"}}}]);
+        }
+        deleted(c, &nodes[1..2])?;
+        let v = c.consolidate()?;
+        let r = v["commands"][0]["replacements"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        ensure(
+            r.len() == 1 && r[0]["zone"] == json!("test-zone-2"),
+            format!("replacements {r:?}, Karpenter launches one in test-zone-2"),
+        )
+    });
+    add(
+        "won't delete node if it would violate pod anti-affinity",
+        |c| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let nodes = zonal_nodes(c, "1-cpu-1-mem-amd64-linux-test-zone-2-on-demand");
+            for n in &nodes {
+                c.bind_pod(
+                    n,
+                    Some(("ReplicaSet", "rs")),
+                    false,
+                    Some("1"),
+                    json!({}),
+                    json!({"app": "test"}),
+                );
+            }
+            for p in c.pods.iter_mut() {
+                p["spec"]["affinity"] = json!({"podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [{
+                        "labelSelector": {"matchLabels": {"app": "test"}},
+                        "topologyKey": "kubernetes.io/hostname"}]}});
+            }
+            deleted(c, &[])
+        },
+    );
+}
+
+/// The Topology context's three nodes, 1 CPU allocatable each: the cheapest on-demand type in
+/// test-zone-1 and test-zone-3, and `zone2_type` in test-zone-2.
+fn zonal_nodes(c: &mut Cluster, zone2_type: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (zone, itype) in [
+        (
+            "test-zone-1",
+            "1-cpu-1-mem-amd64-linux-test-zone-1-on-demand",
+        ),
+        ("test-zone-2", zone2_type),
+        (
+            "test-zone-3",
+            "1-cpu-1-mem-amd64-linux-test-zone-3-on-demand",
+        ),
+    ] {
+        let mut s = cheapest("default", false);
+        s.zone = zone;
+        s.itype = itype.into();
+        s.cpu = "1";
+        out.push(c.node(&s));
+    }
+    out
 }

@@ -40,6 +40,32 @@ const KNOWN_GAPS: &[(&str, &str, &str)] = &[
 const DIFFERENCES: &[(&str, &str, &str)] = &[
     (
         disruption::CONSOLIDATION,
+        "won't replace node if any spot replacement is more expensive",
+        "capstan replaces the $0.50 on-demand node with the $0.20 spot offering in \
+         test-zone-1b: its replacement NodeClaim pins the instance type, zone and capacity type \
+         it priced (controller::disruption), so the launch cannot land on the type's $1.00 \
+         offering — the risk for which Karpenter, whose replacement may launch in any zone, \
+         judges a type by its dearest offering and keeps paying $0.50",
+    ),
+    (
+        disruption::CONSOLIDATION,
+        "should consolidate the node with best savings ratio first",
+        "capstan takes consolidation candidates cheapest to disrupt first (eviction costs \
+         times the lifetime left, Karpenter's order until August 2026), not by Karpenter's \
+         new savings ratio: measured with capstan simulate, the ratio order costs 4.5% more \
+         on the built-in day and evicts 22% more pods (1.1% less on large.yaml); see \
+         ARCHITECTURE.md",
+    ),
+    (
+        disruption::CONSOLIDATION,
+        "should not consolidate pods onto a destination node that is under its consolidateAfter window",
+        "capstan moves pods onto any node that takes them; Karpenter's rule against nodes \
+         still inside consolidateAfter measured 3.9% dearer on the built-in day with a 9 s \
+         longer pending median (0.8% cheaper on large.yaml, pending longer there too); see \
+         ARCHITECTURE.md",
+    ),
+    (
+        disruption::CONSOLIDATION,
         "can delete nodes, considers invalid do-not-disrupt annotation format as not blocking",
         "capstan fails closed on a do-not-disrupt value it cannot read, as for drift below: \
          the node with that pod is blocked (its reason names the value) and the other node \
