@@ -79,7 +79,7 @@ impl Pdb {
     /// Whether this budget limits evicting `pod`: it selects the pod, unless the pod is
     /// unhealthy and the budget lets unhealthy pods go (`AlwaysAllow`).
     pub fn limits(&self, pod: &Pod) -> bool {
-        !(self.always_allow_unhealthy && !Pdb::healthy(pod))
+        !self.always_allow_unhealthy || Pdb::healthy(pod)
     }
 
     /// Disruptions allowed given the selected active pods (`expected`) and how many of them
