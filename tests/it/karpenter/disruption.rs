@@ -1329,8 +1329,7 @@ fn replaced_by_another_type(c: &Cluster, node: &str, itype: &str) -> Result<(), 
 /// `consolidation_test.go`, `Replace` (lines 1005–2395), each `DescribeTable` run for an
 /// on-demand and a spot candidate.
 fn consolidation_replace(out: &mut Vec<Scenario>) {
-    type Body = fn(&mut Cluster, bool) -> Result<(), String>;
-    let tables: [(&'static str, Body); 7] = [
+    let tables: [(&'static str, TableBody); 7] = [
         ("can replace node", |c, spot| {
             c.pools.push(consolidation_pool("default", "100%"));
             let s = replace_node(c, spot);
@@ -1431,21 +1430,7 @@ fn consolidation_replace(out: &mut Vec<Scenario>) {
             },
         ),
     ];
-    for (it, body) in tables {
-        out.push(Scenario {
-            file: CONSOLIDATION,
-            it,
-            run: Box::new(move |dir: &PathBuf| {
-                for spot in [false, true] {
-                    let c = &mut Cluster::new(&dir.join(if spot { "spot" } else { "od" }));
-                    body(c, spot).map_err(|e| {
-                        format!("{} candidate: {e}", if spot { "spot" } else { "on-demand" })
-                    })?;
-                }
-                Ok(())
-            }),
-        });
-    }
+    entries(out, tables);
     let mut add = |it, run: DisruptionBody| add_in(out, CONSOLIDATION, it, run);
     add(
         "cannot replace spot with spot if the spotToSpotConsolidation is disabled",
@@ -1456,6 +1441,52 @@ fn consolidation_replace(out: &mut Vec<Scenario>) {
             let n = c.node(&s);
             rs_pod(c, &n, None, json!({}));
             deleted(c, &[])
+        },
+    );
+    add(
+        "should handle failing filterOutSameInstanceType correctly (without a panic) when minValues isn't satisfied",
+        |c| {
+            let five = |name: &str, price: f64| {
+                FakeType::new(name, "amd64", 5.0, 4.0)
+                    .offering("on-demand", "test-zone-1a", price)
+                    .entry()
+            };
+            c.catalog = Some(vec![
+                five("current-on-demand", 0.5),
+                five("other-on-demand", 0.4),
+            ]);
+            let mut p = consolidation_pool("default", "100%");
+            p["spec"]["template"]["spec"]["requirements"] = json!([
+                {"key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": 2},
+                req("karpenter.sh/capacity-type", "In", &["on-demand"]),
+            ]);
+            c.pools.push(p);
+            let mut s = cheapest("default", false);
+            s.itype = "current-on-demand".into();
+            s.zone = "test-zone-1a";
+            s.cpu = "4";
+            let nodes = c.nodes(3, &s);
+            for n in [&nodes[0], &nodes[1], &nodes[2], &nodes[2]] {
+                c.bind_pod(n, None, false, Some("2"), json!({}), json!({}));
+            }
+            let v = c.consolidate()?;
+            let cmds = v["commands"].as_array().cloned().unwrap_or_default();
+            let gone: usize = cmds
+                .iter()
+                .map(|c| c["candidates"].as_array().map_or(0, Vec::len))
+                .sum();
+            let new: usize = cmds
+                .iter()
+                .map(|c| c["replacements"].as_array().map_or(0, Vec::len))
+                .sum();
+            let left = 3 + new - gone;
+            ensure(
+                cmds.len() == 1 && left == 2,
+                format!(
+                    "{} commands leaving {left} nodes; Karpenter: one, leaving 2",
+                    cmds.len()
+                ),
+            )
         },
     );
     add(
@@ -1554,8 +1585,7 @@ fn pdb(namespace: &str, extra: Value, healthy: i64) -> Value {
 /// `consolidation_test.go`, `Multi-NodeClaim` (lines 3936–4399), each `DescribeTable` for an
 /// on-demand and a spot candidate.
 fn consolidation_multi(out: &mut Vec<Scenario>) {
-    type Body = fn(&mut Cluster, bool) -> Result<(), String>;
-    let tables: [(&'static str, Body); 4] = [
+    let tables: [(&'static str, TableBody); 4] = [
         ("can merge 3 nodes into 1", |c, spot| {
             c.pools.push(consolidation_pool("default", "100%"));
             let s = replace_node(c, spot);
@@ -1619,21 +1649,7 @@ fn consolidation_multi(out: &mut Vec<Scenario>) {
             },
         ),
     ];
-    for (it, body) in tables {
-        out.push(Scenario {
-            file: CONSOLIDATION,
-            it,
-            run: Box::new(move |dir: &PathBuf| {
-                for spot in [false, true] {
-                    let c = &mut Cluster::new(&dir.join(if spot { "spot" } else { "od" }));
-                    body(c, spot).map_err(|e| {
-                        format!("{} entry: {e}", if spot { "spot" } else { "on-demand" })
-                    })?;
-                }
-                Ok(())
-            }),
-        });
-    }
+    entries(out, tables);
     add_in(
         out,
         CONSOLIDATION,
@@ -1757,4 +1773,28 @@ fn zonal_nodes(c: &mut Cluster, zone2_type: &str) -> Vec<String> {
         out.push(c.node(&s));
     }
     out
+}
+
+/// A `DescribeTable` body of the consolidation suite, run with `spot` false and true.
+type TableBody = fn(&mut Cluster, bool) -> Result<(), String>;
+
+/// Each table's two entries as two cases, as Ginkgo counts them: `<description> if the
+/// candidate is on-demand node` and `… spot node`.
+fn entries<const N: usize>(out: &mut Vec<Scenario>, tables: [(&'static str, TableBody); N]) {
+    for (it, body) in tables {
+        for spot in [false, true] {
+            let name: &'static str = Box::leak(
+                format!(
+                    "{it} if the candidate is {} node",
+                    if spot { "spot" } else { "on-demand" }
+                )
+                .into_boxed_str(),
+            );
+            out.push(Scenario {
+                file: CONSOLIDATION,
+                it: name,
+                run: Box::new(move |dir: &PathBuf| body(&mut Cluster::new(dir), spot)),
+            });
+        }
+    }
 }
