@@ -185,18 +185,7 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
     for ds in &mut snap.daemonsets {
         capstan_model::convert::daemonset_requests_from_pods(ds, &objs.pods);
     }
-    let mut pending = Vec::new();
-    for p in objs.pods {
-        if p.is_pending() {
-            if let Some(why) = not_planned(&p) {
-                tracing::warn!("{path}: pod {}: not planned ({why})", p.key());
-                continue;
-            }
-            pending.push(Arc::new(p));
-        } else if p.is_active() {
-            snap.pods.push(Arc::new(p));
-        }
-    }
+    let mut claim_deleting = Vec::new();
     for nc in objs.nodeclaims {
         let registered = nc
             .status
@@ -213,6 +202,10 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
                     *n = up;
                     snap.coming_up.insert(n.name.clone());
                 }
+            }
+            if claim.deleting() {
+                // Its node goes with it (Karpenter's MarkedForDeletion).
+                claim_deleting.push(node.clone());
             }
             continue;
         }
@@ -269,6 +262,42 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
             allocatable: t.allocatable.clone(),
             capacity: t.capacity.clone(),
         });
+    }
+    for n in &mut snap.nodes {
+        if claim_deleting.contains(&n.name) {
+            n.deleting = true;
+        }
+    }
+    // Pods of a node being deleted that will need room elsewhere are planned with the
+    // pending ones, ahead of their eviction, as the controller plans them.
+    let deleting: std::collections::BTreeSet<&str> = snap
+        .nodes
+        .iter()
+        .filter(|n| n.deleting)
+        .map(|n| n.name.as_str())
+        .collect();
+    let now = crate::consolidate_cmd::now(None)?;
+    let mut pending = Vec::new();
+    for p in objs.pods {
+        if p.is_pending() {
+            if let Some(why) = not_planned(&p) {
+                tracing::warn!("{path}: pod {}: not planned ({why})", p.key());
+                continue;
+            }
+            pending.push(Arc::new(p));
+        } else if p.is_active() {
+            let on_deleting = p.node_name.as_deref().is_some_and(|n| deleting.contains(n));
+            if on_deleting && capstan_model::pdb::moves_ahead_of_drain(&p, &objs.pdbs, now) {
+                tracing::info!(
+                    "{path}: pod {}: its node {} is being deleted; planned ahead of its eviction",
+                    p.key(),
+                    p.node_name.as_deref().unwrap_or_default()
+                );
+                pending.push(Arc::new(p.off_its_node()));
+            } else {
+                snap.pods.push(Arc::new(p));
+            }
+        }
     }
     Ok((snap, pending, objs.volumes))
 }

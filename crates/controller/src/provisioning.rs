@@ -9,7 +9,7 @@ use crate::catalog::instance_types;
 use crate::context::Ctx;
 use crate::{Action, Config, Planner};
 use capstan_cloud::CloudProvider;
-use capstan_model::{InstanceType, Pod, labels};
+use capstan_model::{InstanceType, Node, Pod, labels};
 use capstan_sched::{InFlight, Snapshot, SnapshotBuilder, SolveInput};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -324,13 +324,19 @@ impl Provisioner {
             .map(|c| c.name.clone())
             .collect();
         let provisionable = provisionable(cache, cx.config);
+        let moving = moving(cache, cx.config, now);
+        let planned = |pod: &String| provisionable.contains(pod) || moving.contains(pod);
         cx.s.nominations
-            .retain(|pod, claim| live.contains(claim) && provisionable.contains(pod));
-        cx.s.unservable.retain(|pod| provisionable.contains(pod));
+            .retain(|pod, claim| live.contains(claim) && planned(pod));
+        cx.s.unservable.retain(|pod| planned(pod));
         self.launched.review(cache, &provisionable, now);
+        // Pending pods first, then those of deleting nodes (Karpenter's order: if pods are
+        // moving already, it undershoots rather than plans a pod twice).
         let mut pending_keys: Vec<String> = provisionable
-            .into_iter()
-            .filter(|k| !cx.s.nominations.contains_key(k) && !self.launched.holds(k))
+            .iter()
+            .filter(|k| !cx.s.nominations.contains_key(*k) && !self.launched.holds(k))
+            .chain(moving.iter().filter(|k| !cx.s.nominations.contains_key(*k)))
+            .cloned()
             .collect();
         // A pod whose claims kube-scheduler cannot bind yet gets no node, and a reason.
         let mut waiting = Vec::new();
@@ -364,6 +370,13 @@ impl Provisioner {
             .iter()
             .filter_map(|k| cx.cache().pod(k).cloned())
             .map(|p| {
+                if moving.contains(&p.key()) {
+                    Arc::new(p.off_its_node())
+                } else {
+                    p
+                }
+            })
+            .map(|p| {
                 if ignore_preferences {
                     Arc::new(p.without_preferences())
                 } else {
@@ -372,7 +385,7 @@ impl Provisioner {
             })
             .collect();
         let planning = cx.clock.now();
-        let snapshot = snapshot(cx, &types, &pending);
+        let snapshot = snapshot(cx, &types, &pending, &moving);
         let input = SolveInput {
             snapshot: &snapshot,
             pending: &pending,
@@ -446,6 +459,10 @@ impl Provisioner {
             }
         }
         for (pod, claim) in &nominate {
+            // Pods of deleting nodes bind once evicted, whenever that is: no runaway guard.
+            if moving.contains(pod) {
+                continue;
+            }
             if let Some(p) = cx.cache().pod(pod) {
                 self.launched.launched(pod, &p.uid, claim);
             }
@@ -496,6 +513,27 @@ pub(crate) fn provisionable(cache: &Cache, config: &Config) -> BTreeSet<String> 
         .collect()
 }
 
+/// Pods of nodes being deleted (the Node's or its NodeClaim's deletion requested) that will
+/// need room elsewhere: planned with the pending pods ahead of their eviction, so a node
+/// someone deletes, or one that expires, has its pods' new room on the way before they go,
+/// as in Karpenter ([`capstan_model::pdb::moves_ahead_of_drain`]). Expendable pods and other
+/// schedulers' pods are not, as when pending.
+pub(crate) fn moving(cache: &Cache, config: &Config, now: f64) -> BTreeSet<String> {
+    let wall = config.epoch_unix + now;
+    let pdbs: Vec<&capstan_model::pdb::Pdb> = cache.pdbs().map(|b| &**b).collect();
+    cache
+        .nodes()
+        .filter(|n| n.deleting || cache.claim_of_node(n).is_some_and(|c| c.deleting()))
+        .flat_map(|n| cache.pods_on(&n.name))
+        .filter(|p| {
+            p.priority >= config.expendable_priority_cutoff
+                && config.scheduler_names.iter().any(|s| s == p.scheduler())
+                && capstan_model::pdb::moves_ahead_of_drain(p, pdbs.iter().copied(), wall)
+        })
+        .map(|p| p.key())
+        .collect()
+}
+
 /// Expendable pods kube-scheduler found no room for: they wait for room, and are told so once.
 fn expendable(cache: &Cache, config: &Config) -> Vec<(String, i32)> {
     cache
@@ -516,6 +554,7 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
     cx: &Ctx<'_, A, C>,
     types: &[InstanceType],
     pending: &[Arc<Pod>],
+    moving: &BTreeSet<String>,
 ) -> Snapshot {
     let cache = cx.cache();
     let mut b = SnapshotBuilder::new(pending, cache.repelling() > 0);
@@ -526,9 +565,22 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
         // A node still coming up takes pods as it will be once initialized, as in Karpenter,
         // after the initialized ones.
         let used = cache.used_on(&n.name).unwrap_or(&none);
-        match n.coming_up(cache.claim_of_node(n).map(|c| &**c)) {
-            Some(up) => b.node_coming_up(&up, pool, cache.pods_on(&n.name), used),
-            None => b.node(n, pool, cache.pods_on(&n.name), used),
+        // A deleting node takes no pods; the pods moving off it are planned, not counted here.
+        let claim = cache.claim_of_node(n).map(|c| &**c);
+        let pods = cache
+            .pods_on(&n.name)
+            .filter(|p| !moving.contains(&p.key()));
+        if claim.is_some_and(|c| c.deleting()) && !n.deleting {
+            let going = Node {
+                deleting: true,
+                ..Node::clone(n)
+            };
+            b.node(&going, pool, pods, used);
+            continue;
+        }
+        match n.coming_up(claim) {
+            Some(up) => b.node_coming_up(&up, pool, pods, used),
+            None => b.node(n, pool, pods, used),
         }
     }
     for c in cache.claims() {

@@ -285,6 +285,10 @@ struct Engine<'a> {
     pdb_sets: Vec<Vec<usize>>,
     /// Node index → its pods that move when it goes (`Pod::reschedulable`).
     movable_on: Vec<Vec<usize>>,
+    /// Pods of nodes being deleted that need room elsewhere (the provisioner plans them ahead
+    /// of their eviction): every what-if places them too, as Karpenter's does, so no command
+    /// takes the room they are moving to.
+    moving: Vec<usize>,
     /// NodePool index → its template hash.
     pool_hash: Vec<String>,
     /// Per node: allocatable minus its pods' requests (zero for nodes that take no pods).
@@ -424,6 +428,15 @@ impl<'a> Engine<'a> {
                     .collect()
             })
             .collect();
+        let moving = pods_on
+            .iter()
+            .zip(input.nodes)
+            .filter(|(_, n)| n.node.deleting)
+            .flat_map(|(ps, _)| ps.iter().copied())
+            .filter(|&p| {
+                capstan_model::pdb::moves_ahead_of_drain(&input.pods[p], input.pdbs, input.now)
+            })
+            .collect();
         let unit_price = input
             .nodepools
             .iter()
@@ -458,6 +471,7 @@ impl<'a> Engine<'a> {
             pdbs_of,
             pdb_sets,
             movable_on,
+            moving,
             pool_hash: input.nodepools.iter().map(template_hash).collect(),
             free,
             load,
@@ -641,10 +655,12 @@ impl<'a> Engine<'a> {
         for &c in candidates {
             gone[c] = true;
         }
-        // The solver reads nothing of a pending pod's binding, so the pods go as they are.
+        // The solver reads nothing of a pending pod's binding, so the pods go as they are:
+        // the candidates' first, then those moving off deleting nodes.
         let pending: Vec<Arc<Pod>> = candidates
             .iter()
             .flat_map(|&c| self.movable_pods(c).iter().copied())
+            .chain(self.moving.iter().copied())
             .map(|p| input.pods[p].clone())
             .collect();
         let mut b = SnapshotBuilder::new(&pending, self.bound_anti);
@@ -689,6 +705,16 @@ impl<'a> Engine<'a> {
         let input = self.input;
         let (pending, plan) = self.simulate(candidates, launch);
         if !plan.unschedulable.is_empty() {
+            return None;
+        }
+        // Pods moving off deleting nodes need a node of their own: the provisioner is getting
+        // it, and no command is decided until they have their room.
+        let own = pending.len() - self.moving.len();
+        if plan
+            .new_claims
+            .iter()
+            .any(|c| c.pods.iter().any(|&p| p >= own))
+        {
             return None;
         }
         let before: f64 = candidates.iter().map(|&c| input.nodes[c].price).sum();
@@ -762,7 +788,7 @@ impl<'a> Engine<'a> {
         }
         let mut moves = Vec::new();
         for b in &plan.existing {
-            for &p in &b.pods {
+            for &p in b.pods.iter().filter(|&&p| p < own) {
                 moves.push(Move {
                     pod: pending[p].key(),
                     to: Target::Node(b.node.clone()),

@@ -1381,3 +1381,39 @@ fn spot_nodes_are_replaced_by_spot_only_behind_the_feature_gate_and_deleted_eith
         }
     }
 }
+
+#[test]
+fn the_node_a_deleting_nodes_pods_are_moving_to_is_not_taken_from_them() {
+    let t = types();
+    // "a" is being deleted; its pod needs "b", which is empty until the pod is evicted.
+    let going = |mut n: NodeInfo| {
+        let node = std::sync::Arc::make_mut(&mut n.node);
+        node.deleting = true;
+        node.unschedulable = true;
+        n
+    };
+    let with = |deleting: bool| {
+        let a = node("a", "m7i.large", 2.0, &t);
+        let nodes = [
+            if deleting { going(a) } else { a },
+            node("b", "m7i.large", 2.0, &t),
+        ];
+        let pods = [pod("p", "a", 1500, 4096)];
+        eval(&nodes, &pods, &[], &[pool(json!({}))], &t)
+    };
+    let r = with(true);
+    assert!(
+        r.commands
+            .iter()
+            .all(|c| !c.candidates.contains(&"b".to_string())),
+        "b is kept for the pod moving off a: {r:#?}"
+    );
+    // Without the deletion, b is empty and goes.
+    let r = with(false);
+    assert!(
+        r.commands
+            .iter()
+            .any(|c| c.reason == Reason::Empty && c.candidates == ["b".to_string()]),
+        "{r:#?}"
+    );
+}

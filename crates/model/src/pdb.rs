@@ -94,6 +94,45 @@ impl Pdb {
     }
 }
 
+impl Pdb {
+    /// Whether the budget can never allow an eviction, whatever the pods' health (Karpenter's
+    /// fully blocking PDB): `maxUnavailable: 0` or `"0%"`, or `minAvailable: "100%"`.
+    pub fn fully_blocking(&self) -> bool {
+        matches!(
+            self.max_unavailable,
+            Some(IntOrPercent::Int(0) | IntOrPercent::Percent(0))
+        ) || self.min_available == Some(IntOrPercent::Percent(100))
+    }
+}
+
+/// Whether `pod`, on a node being deleted, is planned for now, ahead of its eviction, so its
+/// new room is ready when it goes (Karpenter's `IsCurrentlyReschedulable`): it needs another
+/// node ([`Pod::reschedulable`]), no active `do-not-disrupt` keeps it where it is, and no
+/// budget blocks its eviction for good — one fully blocking budget that limits it, or two
+/// budgets selecting it (the eviction API refuses a pod with several).
+pub fn moves_ahead_of_drain<'a>(
+    pod: &Pod,
+    pdbs: impl IntoIterator<Item = &'a Pdb>,
+    now: f64,
+) -> bool {
+    if !pod.is_active() || !pod.reschedulable() {
+        return false;
+    }
+    if pod.deleting {
+        // A terminating StatefulSet pod: going already, it comes back under its own name.
+        return true;
+    }
+    if pod.do_not_disrupt(now).is_some() {
+        return false;
+    }
+    let selecting: Vec<&Pdb> = pdbs.into_iter().filter(|b| b.selects(pod)).collect();
+    match selecting.as_slice() {
+        [] => true,
+        [b] => !(b.fully_blocking() && b.limits(pod)),
+        _ => false,
+    }
+}
+
 /// Converts a PodDisruptionBudget.
 pub fn convert(p: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> Result<Pdb, FieldError> {
     let name =
@@ -193,6 +232,102 @@ mod tests {
                 want,
                 "{n} pods, {running} running, min {min:?} max {max:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_pod_on_a_deleting_node_is_planned_ahead_unless_it_stays_or_goes_for_good() {
+        use IntOrPercent::*;
+        let running = || pods(1, 1).remove(0);
+        let owned = |kind: &str| Pod {
+            owner_kind: Some(kind.into()),
+            ..running()
+        };
+        let terminating = |p: Pod| Pod {
+            deleting: true,
+            ..p
+        };
+        let unready = Pod {
+            ready: Some(false),
+            ..running()
+        };
+        let dnd = Pod {
+            annotations: [(
+                crate::labels::DO_NOT_DISRUPT.to_string(),
+                "true".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+            ..running()
+        };
+        let always = Pdb {
+            always_allow_unhealthy: true,
+            ..pdb(None, Some(Int(0)))
+        };
+        // (case, pod, budgets, planned ahead)
+        let cases: Vec<(&str, Pod, Vec<Pdb>, bool)> = vec![
+            ("a running pod", running(), vec![], true),
+            (
+                "a ReplicaSet's terminating pod",
+                terminating(owned("ReplicaSet")),
+                vec![],
+                false,
+            ),
+            (
+                "a StatefulSet's terminating pod",
+                terminating(owned("StatefulSet")),
+                vec![],
+                true,
+            ),
+            ("a DaemonSet's pod", owned("DaemonSet"), vec![], false),
+            ("a mirror pod", owned("Node"), vec![], false),
+            ("a do-not-disrupt pod", dnd, vec![], false),
+            (
+                "maxUnavailable 1",
+                running(),
+                vec![pdb(None, Some(Int(1)))],
+                true,
+            ),
+            (
+                "maxUnavailable 0",
+                running(),
+                vec![pdb(None, Some(Int(0)))],
+                false,
+            ),
+            (
+                "maxUnavailable 0%",
+                running(),
+                vec![pdb(None, Some(Percent(0)))],
+                false,
+            ),
+            (
+                "minAvailable 100%",
+                running(),
+                vec![pdb(Some(Percent(100)), None)],
+                false,
+            ),
+            (
+                "minAvailable 1",
+                running(),
+                vec![pdb(Some(Int(1)), None)],
+                true,
+            ),
+            (
+                "two budgets",
+                running(),
+                vec![pdb(None, Some(Int(1))), pdb(None, Some(Int(1)))],
+                false,
+            ),
+            (
+                "an unready pod, AlwaysAllow",
+                unready.clone(),
+                vec![always.clone()],
+                true,
+            ),
+            ("a ready pod, AlwaysAllow", running(), vec![always], false),
+        ];
+        for (case, pod, budgets, want) in cases {
+            assert_eq!(moves_ahead_of_drain(&pod, &budgets, 0.0), want, "{case}");
         }
     }
 }

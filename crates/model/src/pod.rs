@@ -232,6 +232,15 @@ impl Pod {
         }
     }
 
+    /// The pod as it is planned when its node is going: the same pod, bound nowhere.
+    pub fn off_its_node(&self) -> Pod {
+        Pod {
+            node_name: None,
+            nominated_node: None,
+            ..self.clone()
+        }
+    }
+
     /// `namespace/name`, as contracts print pods.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)

@@ -20,21 +20,7 @@ const INSTANCE_SELECTION: &str =
 /// Cases where capstan still decides differently and should not: bugs not fixed yet, each
 /// with what is wrong. They are reported, not hidden: the suite's pass count leaves them out,
 /// and one that starts to pass must leave this list.
-const KNOWN_GAPS: &[(&str, &str, &str)] = &[
-    (
-        suite::SUITE,
-        "should re-schedule pods from a deleting node when pods are active",
-        "capstan provisions for a deleting node's pods once they are evicted and pending, not \
-         ahead of the drain as Karpenter does (its own disruptions launch replacements first; \
-         a node someone deletes has its pods wait a node's boot)",
-    ),
-    (
-        suite::SUITE,
-        "should reschedule pods from a deleting node when pods are not active and they are owned by a StatefulSet",
-        "as above: a terminating StatefulSet pod comes back under the same name, and capstan \
-         waits for it to be pending",
-    ),
-];
+const KNOWN_GAPS: &[(&str, &str, &str)] = &[];
 
 /// Cases capstan deliberately decides differently: (file, It, why).
 const DIFFERENCES: &[(&str, &str, &str)] = &[

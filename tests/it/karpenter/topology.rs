@@ -205,10 +205,31 @@ impl Session {
                 )
             })
             .collect();
+        // A pod the plan places that was not pending is one of a deleting node's, planned
+        // ahead of its eviction: it stays where it is until evicted, as in Karpenter's tests.
+        let bound: std::collections::BTreeSet<String> = self
+            .bound
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p["metadata"]["namespace"].as_str().unwrap(),
+                    p["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect();
+        let pending = |k: &Value| {
+            let k = k.as_str().unwrap();
+            assert!(
+                by_key.contains_key(k) || bound.contains(k),
+                "the plan places {k}, neither pending nor bound"
+            );
+            by_key.get(k).cloned()
+        };
         for e in o.plan["existing"].as_array().into_iter().flatten() {
             let node = e["node"].as_str().unwrap().to_string();
-            for k in e["pods"].as_array().unwrap() {
-                self.bind(by_key[k.as_str().unwrap()].clone(), &node, "Running");
+            for p in e["pods"].as_array().unwrap().iter().filter_map(pending) {
+                self.bind(p, &node, "Running");
             }
         }
         for (i, c) in o.claims().iter().enumerate() {
@@ -241,8 +262,8 @@ impl Session {
             if c["taints"].as_array().is_some_and(|t| !t.is_empty()) {
                 self.nodes.last_mut().unwrap()["spec"] = json!({ "taints": c["taints"] });
             }
-            for k in c["pods"].as_array().unwrap() {
-                self.bind(by_key[k.as_str().unwrap()].clone(), &name, "Running");
+            for p in c["pods"].as_array().unwrap().iter().filter_map(pending) {
+                self.bind(p, &name, "Running");
             }
         }
         o
