@@ -680,6 +680,50 @@ fn kubectl_delete_node_drains_through_the_finalizer_before_the_instance_goes() {
 }
 
 #[test]
+fn a_deleted_nodes_pod_that_its_budget_never_lets_go_gets_no_node_ahead_of_its_drain() {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({})));
+        w.pending("web-1");
+        w.run_a(12).await;
+        let node = w.nodes()[0].name.clone();
+        w.bind("web-1", &node);
+        let mut p = Pod::clone(&w.api.pod("default/web-1").unwrap());
+        p.labels.insert("app".into(), "web".into());
+        w.api.put(Object::Pod(Arc::new(p)));
+        w.api.put(Object::Pdb(Arc::new(capstan_model::pdb::Pdb {
+            namespace: "default".into(),
+            name: "web".into(),
+            selector: Some(capstan_model::selector::LabelSelector::from_match_labels(
+                &[("app".to_string(), "web".to_string())]
+                    .into_iter()
+                    .collect(),
+            )),
+            min_available: None,
+            max_unavailable: Some(capstan_model::pdb::IntOrPercent::Int(0)),
+            always_allow_unhealthy: false,
+        })));
+        w.run_a(1).await;
+        let meta = w.api.meta(Kind::Node, &node).unwrap();
+        w.kubectl
+            .write(Write::Delete {
+                kind: Kind::Node,
+                key: node.clone(),
+                uid: meta.uid,
+                rv: String::new(),
+            })
+            .await
+            .unwrap();
+        w.run_a(15).await;
+        assert!(w.api.pod("default/web-1").is_some(), "its budget holds it");
+        assert_eq!(
+            w.claims().len(),
+            1,
+            "no node launched for a pod that cannot go"
+        );
+    });
+}
+
+#[test]
 fn a_do_not_disrupt_pod_is_not_evicted_by_a_drain_but_deleted_its_grace_period_before_the_nodes_runs_out()
  {
     block(async {

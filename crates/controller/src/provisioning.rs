@@ -475,8 +475,15 @@ impl Provisioner {
             cx.warn_once((Kind::Pod, pod), "FailedScheduling", u.reason.clone())
                 .await;
         }
+        let for_moving = plan
+            .new_claims
+            .iter()
+            .filter(|c| c.pods.iter().any(|&i| moving.contains(&pending[i].key())))
+            .count();
         tracing::info!(
             pods = pending.len(),
+            moving = moving.len(),
+            for_moving,
             claims = created,
             unschedulable = plan.unschedulable.len(),
             plan_ms = plan_seconds * 1000.0,
