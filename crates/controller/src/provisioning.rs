@@ -54,6 +54,8 @@ impl Batch {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Provisioner {
     batch: Batch,
+    /// The window for the pods of deleting nodes when nothing is pending.
+    moving_batch: Batch,
     launched: LaunchedFor,
 }
 
@@ -297,6 +299,18 @@ async fn keep_static_pools<A: ClusterApi, C: CloudProvider>(cx: &mut Ctx<'_, A, 
 }
 
 impl Provisioner {
+    /// Whether to plan now, with `waiting` pending pods and `moving` pods of deleting nodes
+    /// (see [`Batch::due`]): the pending pods' window is the same whatever the moving pods do.
+    fn due(&mut self, now: f64, waiting: usize, moving: usize, idle: f64, max: f64) -> bool {
+        if waiting > 0 {
+            self.moving_batch.due(now, 0, idle, max);
+            self.batch.due(now, waiting, idle, max)
+        } else {
+            self.batch.due(now, 0, idle, max);
+            self.moving_batch.due(now, moving, idle, max)
+        }
+    }
+
     pub async fn reconcile<A: ClusterApi, C: CloudProvider>(
         &mut self,
         cx: &mut Ctx<'_, A, C>,
@@ -355,7 +369,12 @@ impl Provisioner {
                 .await;
         }
         let (idle, max) = (cx.config.batch_idle, cx.config.batch_max);
-        if !self.batch.due(now, pending_keys.len(), idle, max) {
+        // Pending pods open and close the batch as ever; pods of deleting nodes join any plan,
+        // and get one of their own (their own window) only while no pod is pending — so they
+        // never hold back or hurry the pending pods' plan.
+        let moving_only = pending_keys.iter().filter(|k| moving.contains(*k)).count();
+        let waiting = pending_keys.len() - moving_only;
+        if !self.due(now, waiting, moving_only, idle, max) {
             return;
         }
         let types = instance_types(cx, now).await;
@@ -706,6 +725,30 @@ mod tests {
         assert!(h.holds(&key));
         h.review(&cache, &pending, HOLD);
         assert!(!h.holds(&key));
+    }
+
+    #[test]
+    fn pods_of_deleting_nodes_neither_hold_back_nor_hurry_the_pending_pods_plan() {
+        // (pending pods, moving pods) each second.
+        let pending = [0, 2, 2, 3, 3, 3, 0, 0, 0, 0];
+        let moving = [0, 1, 0, 4, 1, 0, 2, 2, 2, 0];
+        let alone = {
+            let mut p = Provisioner::default();
+            (0..pending.len())
+                .map(|t| p.due(t as f64, pending[t], 0, 1.0, 10.0))
+                .collect::<Vec<_>>()
+        };
+        let mut p = Provisioner::default();
+        let with: Vec<bool> = (0..pending.len())
+            .map(|t| p.due(t as f64, pending[t], moving[t], 1.0, 10.0))
+            .collect();
+        for t in 0..pending.len() {
+            if pending[t] > 0 {
+                assert_eq!(with[t], alone[t], "second {t}");
+            }
+        }
+        // With nothing pending, the moving pods get a plan once stable for the idle second.
+        assert_eq!(&with[6..], [false, true, false, false]);
     }
 
     #[test]
