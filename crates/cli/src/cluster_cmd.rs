@@ -631,6 +631,23 @@ pub fn plan_input(
         daemonsets: live.daemonsets.clone(),
         ..Default::default()
     };
+    // A node whose NodeClaim is being deleted is going too (Karpenter's MarkedForDeletion).
+    for n in &mut snapshot.nodes {
+        if live
+            .claims
+            .iter()
+            .any(|c| c.deleting() && c.status.node_name.as_deref() == Some(n.name.as_str()))
+        {
+            n.deleting = true;
+        }
+    }
+    let deleting: std::collections::BTreeSet<&str> = snapshot
+        .nodes
+        .iter()
+        .filter(|n| n.deleting)
+        .map(|n| n.name.as_str())
+        .collect();
+    let now = crate::consolidate_cmd::now(None).unwrap_or_default();
     let mut pending = Vec::new();
     for p in &live.pods {
         // What the controller would provision for: pods kube-scheduler gave up on.
@@ -641,7 +658,14 @@ pub fn plan_input(
                 None => pending.push(Arc::new(p.clone())),
             }
         } else if p.node_name.is_some() && p.is_active() {
-            snapshot.pods.push(Arc::new(p.clone()));
+            // As the controller: a deleting node's pods that need room elsewhere are planned
+            // ahead of their eviction.
+            let on_deleting = p.node_name.as_deref().is_some_and(|n| deleting.contains(n));
+            if on_deleting && capstan_model::pdb::moves_ahead_of_drain(p, &live.pdbs, now) {
+                pending.push(Arc::new(p.off_its_node()));
+            } else {
+                snapshot.pods.push(Arc::new(p.clone()));
+            }
         }
     }
     for c in &live.claims {
@@ -682,6 +706,42 @@ pub fn consolidate_input(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_live_what_if_plans_a_deleting_nodes_pods_ahead_of_their_eviction() {
+        use capstan_model::{Node, NodeClaim, Pod, pod::PodPhase};
+        let node = |name: &str, deleting: bool| Node {
+            name: name.into(),
+            deleting,
+            ..Default::default()
+        };
+        let pod = |name: &str, on: &str| Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            node_name: Some(on.into()),
+            phase: PodPhase::Running,
+            ..Default::default()
+        };
+        let mut going = NodeClaim {
+            name: "c".into(),
+            deleted_at: Some(1.0),
+            ..Default::default()
+        };
+        going.status.node_name = Some("b".into());
+        let live = capstan_kube::whatif::Live {
+            nodes: vec![node("a", true), node("b", false), node("c", false)],
+            pods: vec![pod("on-a", "a"), pod("on-b", "b"), pod("on-c", "c")],
+            claims: vec![going],
+            ..Default::default()
+        };
+        let p = plan_input(&live, Vec::new(), Catalog::default());
+        let pending: Vec<String> = p.pending.iter().map(|p| p.key()).collect();
+        assert_eq!(pending, ["default/on-a", "default/on-b"]);
+        assert!(p.pending.iter().all(|p| p.node_name.is_none()));
+        let bound: Vec<String> = p.snapshot.pods.iter().map(|p| p.key()).collect();
+        assert_eq!(bound, ["default/on-c"]);
+        assert!(p.snapshot.nodes.iter().filter(|n| n.deleting).count() == 2);
+    }
 
     #[test]
     fn feature_gates_parse_as_kubernetes_components_take_them() {
