@@ -390,3 +390,66 @@ fn consolidate_reads_each_nodes_nodeclaim_and_karpenters_consolidatable_and_drif
     assert_eq!(by_reason("empty"), ["capstan", "k-yes"], "{v:#}");
     assert_eq!(by_reason("drifted"), ["drifted"], "{v:#}");
 }
+
+#[test]
+fn a_node_no_nodeclaim_stands_for_is_no_candidate_in_a_snapshot_with_nodeclaims() {
+    let cond = |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": "2026-11-29T00:00:00Z"});
+    let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "c1", "creationTimestamp": "2026-11-29T00:00:00Z",
+            "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.sh", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+        "status": {"nodeName": "claimed", "conditions": [cond("Launched"), cond("Registered"),
+            cond("Initialized"), cond("Consolidatable")]}});
+    let nodes: Vec<Value> = ["claimed", "lone"]
+        .iter()
+        .map(|n| {
+            let mut v = node(n, "m7i.2xlarge", "7910m", "29Gi");
+            v["metadata"]["labels"]["karpenter.sh/initialized"] = json!("true");
+            v
+        })
+        .collect();
+    let np = write(
+        "np-lone.json",
+        &json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {}}, "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1m", "budgets": [{"nodes": "100%"}]}}}),
+    );
+    let deleted = |items: Vec<Value>, file: &str| -> Vec<String> {
+        let c = write(
+            file,
+            &json!({"apiVersion": "v1", "kind": "List", "items": items}),
+        );
+        let out = run(&[
+            "consolidate",
+            "--cluster",
+            &c,
+            "--catalog",
+            &catalog(),
+            "--nodepool",
+            &np,
+            "--now",
+            "2026-11-30T09:15:00Z",
+            "--output",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut n: Vec<String> = v["commands"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["candidates"].as_array().cloned().unwrap_or_default())
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    let mut with_claim = nodes.clone();
+    with_claim.push(claim);
+    assert_eq!(deleted(with_claim, "lone-claims.json"), ["claimed"]);
+    // A recording of nodes alone is read node by node: both go.
+    assert_eq!(deleted(nodes, "lone-nodes.json"), ["claimed", "lone"]);
+}

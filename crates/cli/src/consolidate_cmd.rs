@@ -65,7 +65,17 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
         .into_iter()
         .map(|n| {
             let mut info = NodeInfo::from_node(n, &catalog.instance_types);
-            with_claim(&mut info, &objs.nodeclaims, &claims);
+            if !with_claim(&mut info, &objs.nodeclaims, &claims) && !claims.is_empty() {
+                // As the controller: a node no NodeClaim stands for is not capstan's to
+                // disrupt. (A snapshot with no NodeClaims at all is read node by node.)
+                if info.nodepool.take().is_some() {
+                    tracing::warn!(
+                        "{cluster}: node {}: no NodeClaim in the snapshot stands for it: not \
+                         a candidate",
+                        info.node.name
+                    );
+                }
+            }
             info
         })
         .collect();
@@ -89,14 +99,14 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
 
 /// A node's NodeClaim, where the snapshot has it (matched by `status.nodeName`, else by
 /// provider ID), says what the controller would know: see `NodeInfo::apply_claim`; and its
-/// `Drifted` condition and, a Karpenter NodeClaim, its `Consolidatable` one.
-fn with_claim(info: &mut NodeInfo, objects: &[NodeClaimObject], claims: &[NodeClaim]) {
+/// `Drifted` condition and, a Karpenter NodeClaim, its `Consolidatable` one. False: none does.
+fn with_claim(info: &mut NodeInfo, objects: &[NodeClaimObject], claims: &[NodeClaim]) -> bool {
     let node = info.node.clone();
     let Some(i) = claims.iter().position(|c| {
         c.status.node_name.as_deref() == Some(node.name.as_str())
             || (c.status.provider_id.is_some() && c.status.provider_id == node.provider_id)
     }) else {
-        return;
+        return false;
     };
     let created = info.created;
     info.apply_claim(&claims[i], 0.0);
@@ -139,6 +149,7 @@ fn with_claim(info: &mut NodeInfo, objects: &[NodeClaimObject], claims: &[NodeCl
     if o.api_version.starts_with("karpenter.sh/") {
         info.consolidatable = Some(condition(conditions::CONSOLIDATABLE) == Some(true));
     }
+    true
 }
 
 fn round(v: f64) -> f64 {

@@ -612,13 +612,28 @@ impl<'a> Engine<'a> {
         None
     }
 
+    /// What a node's pods block, as Karpenter's candidate check: an active `do-not-disrupt`
+    /// pod (a terminating one is going anyway), or a PDB that allows no eviction of a pod
+    /// the drain evicts — DaemonSet pods included, mirror and terminating pods not.
     fn pod_block(&self, node: usize) -> Option<String> {
         for &p in &self.pods_on[node] {
-            if let Some(why) = self.input.pods[p].do_not_disrupt(self.input.now) {
+            let pod = &self.input.pods[p];
+            if pod.deleting {
+                continue;
+            }
+            if let Some(why) = pod.do_not_disrupt(self.input.now) {
                 return Some(why);
             }
         }
-        self.pdb_block(self.movable_pods(node))
+        let evicted: Vec<usize> = self.pods_on[node]
+            .iter()
+            .copied()
+            .filter(|&p| {
+                let pod = &self.input.pods[p];
+                !pod.deleting && pod.owner_kind.as_deref() != Some("Node")
+            })
+            .collect();
+        self.pdb_block(&evicted)
     }
 
     /// Whether PDBs let these pods be evicted, as Karpenter decides it: a PDB that allows no

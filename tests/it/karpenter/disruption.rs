@@ -13,9 +13,21 @@ use std::path::Path;
 pub const EMPTINESS: &str = "pkg/controllers/disruption/emptiness_test.go";
 pub const DRIFT: &str = "pkg/controllers/disruption/drift_test.go";
 pub const CONSOLIDATION: &str = "pkg/controllers/disruption/consolidation_test.go";
+pub const SUITE: &str = "pkg/controllers/disruption/suite_test.go";
 
 /// Its of these files `capstan consolidate` cannot be asked, with the reason.
 pub const NOT_RUN: &[(&str, &str)] = &[
+    (
+        "suite: Metrics (6 Its), should stop multi-node consolidation after context deadline is reached",
+        "Karpenter's metric counters and its pass's deadline (capstan's /metrics are tested in \
+         controller::metrics; its multi-node search is bounded by a binary search, not a clock)",
+    ),
+    (
+        "suite: Disruption Taints (2 Its); Candidate Filtering: should not consider candidates that are nominated / MarkedForDeletion / actively being processed in the queue",
+        "Karpenter's queue and in-memory cluster state (nominations, marks, commands in flight); \
+         capstan's controller taints and un-taints candidates and skips nodes in a command, \
+         tested in controller::disruption",
+    ),
     (
         "consolidation: should not mark (empty|multi node|single node) consolidated if (the|all) candidates can't be disrupted due to budgets (6 Its)",
         "whether Karpenter's cluster state marks its NodePools consolidated after a pass is \
@@ -539,6 +551,7 @@ pub fn cases() -> Vec<Scenario> {
     consolidation_replace(&mut out);
     consolidation_multi(&mut out);
     consolidation_lifetime_and_topology(&mut out);
+    candidate_filtering(&mut out);
     add(
         &mut out,
         "should not consolidate static NodePool nodes",
@@ -1796,5 +1809,375 @@ fn entries<const N: usize>(out: &mut Vec<Scenario>, tables: [(&'static str, Tabl
                 run: Box::new(move |dir: &PathBuf| body(&mut Cluster::new(dir), spot)),
             });
         }
+    }
+}
+
+/// Karpenter's disruption classes: graceful (emptiness, consolidation) and eventual (drift,
+/// expiry: they go past do-not-disrupt pods and PDBs when the NodeClaim has a
+/// terminationGracePeriod).
+#[derive(Clone, Copy, PartialEq)]
+enum Class {
+    Graceful,
+    Eventual,
+}
+
+/// The `Candidate Filtering` node: one `mostExpensiveInstance` node of NodePool `default`.
+/// Graceful: the consolidation suite's NodePool — a cheaper type holds what the node runs, so
+/// as a candidate it is replaced (or deleted, empty). Eventual: drifted, in the drift suite's
+/// NodePool. `grace`: the NodeClaims get a 300 s terminationGracePeriod (from the NodePool's
+/// template, where a NodeClaim's comes from).
+fn filtering(c: &mut Cluster, class: Class, grace: bool) -> String {
+    let (mut pool, spec) = match class {
+        Class::Graceful => (consolidation_pool("default", "100%"), expensive("default")),
+        Class::Eventual => (drift_pool("default", "100%", "1h"), drifted("default")),
+    };
+    if grace {
+        pool["spec"]["template"]["spec"]["terminationGracePeriod"] = json!("300s");
+    }
+    c.pools.push(pool);
+    c.node(&spec)
+}
+
+/// `NewCandidate` succeeds (`want`) or fails: as `consolidate` shows it, the node is disrupted,
+/// or it is not and its `blocked` entry says why.
+fn candidate(c: &Cluster, node: &str, want: bool) -> Result<(), String> {
+    let v = c.consolidate()?;
+    let disrupted = v["commands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["candidates"].as_array().cloned().unwrap_or_default())
+        .any(|n| n == node);
+    let why = v["blocked"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|b| b["node"] == node)
+        .map(|b| b["reason"].to_string());
+    if want {
+        ensure(
+            disrupted,
+            format!("{node} is not disrupted ({why:?}); Karpenter takes it as a candidate"),
+        )
+    } else {
+        ensure(
+            !disrupted,
+            format!("{node} is disrupted; Karpenter does not take it as a candidate"),
+        )
+    }
+}
+
+fn dnd() -> Value {
+    json!({"karpenter.sh/do-not-disrupt": "true"})
+}
+
+/// One pod on `node`, labelled `app: test`, with `annotations`, owned by `owner`.
+fn filtering_pod(c: &mut Cluster, node: &str, owner: Option<(&str, &str)>, annotations: Value) {
+    c.bind_pod(
+        node,
+        owner,
+        false,
+        Some("1"),
+        annotations,
+        json!({"app": "test"}),
+    );
+}
+
+fn last_pod(c: &mut Cluster) -> &mut Value {
+    c.pods
+        .iter_mut()
+        .rev()
+        .find(|p| p["kind"] == "Pod")
+        .expect("a pod")
+}
+
+/// `suite_test.go`, `Candidate Filtering` (lines 909–1939): which nodes are candidates for
+/// which class of disruption.
+fn candidate_filtering(out: &mut Vec<Scenario>) {
+    use Class::*;
+    let mut add = |it: &'static str, run: DisruptionBody| add_in(out, SUITE, it, run);
+    add(
+        "should not consider candidates that have do-not-disrupt pods scheduled and no terminationGracePeriod",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            filtering_pod(c, &n, None, dnd());
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that have do-not-disrupt mirror pods scheduled",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            filtering_pod(c, &n, Some(("Node", "node-0")), dnd());
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that have do-not-disrupt daemonset pods scheduled",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            filtering_pod(c, &n, Some(("DaemonSet", "ds")), dnd());
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should consider candidates that have do-not-disrupt pods scheduled with a terminationGracePeriod set for eventual disruption",
+        |c| {
+            let n = filtering(c, Eventual, true);
+            filtering_pod(c, &n, None, dnd());
+            candidate(c, &n, true)
+        },
+    );
+    add(
+        "should consider candidates that have PDB-blocked pods scheduled with a terminationGracePeriod set for eventual disruption",
+        |c| {
+            let n = filtering(c, Eventual, true);
+            filtering_pod(c, &n, None, json!({}));
+            c.pods.push(pdb("default", json!({}), 1));
+            candidate(c, &n, true)
+        },
+    );
+    add(
+        "should not consider candidates that have do-not-disrupt pods scheduled with a terminationGracePeriod set for graceful disruption",
+        |c| {
+            let n = filtering(c, Graceful, true);
+            filtering_pod(c, &n, None, dnd());
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that have PDB-blocked pods scheduled with a terminationGracePeriod set for graceful disruption",
+        |c| {
+            let n = filtering(c, Graceful, true);
+            filtering_pod(c, &n, None, json!({}));
+            c.pods.push(pdb("default", json!({}), 1));
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that have do-not-disrupt pods scheduled without a terminationGracePeriod set for eventual disruption",
+        |c| {
+            let n = filtering(c, Eventual, false);
+            filtering_pod(c, &n, None, dnd());
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that have PDB-blocked pods scheduled without a terminationGracePeriod set for eventual disruption",
+        |c| {
+            let n = filtering(c, Eventual, false);
+            filtering_pod(c, &n, None, json!({}));
+            c.pods.push(pdb("default", json!({}), 1));
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should consider candidates that have do-not-disrupt terminating pods",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            c.bind_pod(&n, None, true, Some("1"), dnd(), json!({"app": "test"}));
+            candidate(c, &n, true)
+        },
+    );
+    add(
+        "should consider candidates that have do-not-disrupt terminal pods",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            for phase in ["Succeeded", "Failed"] {
+                filtering_pod(c, &n, None, dnd());
+                last_pod(c)["status"]["phase"] = json!(phase);
+            }
+            candidate(c, &n, true)
+        },
+    );
+    add(
+        "should not consider candidates that have do-not-disrupt on nodes",
+        |c| {
+            let mut spec = expensive("default");
+            spec.node_annotations = dnd();
+            c.pools.push(consolidation_pool("default", "100%"));
+            let n = c.node(&spec);
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that have multiple PDBs on the same pod",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            filtering_pod(c, &n, None, json!({}));
+            for name in ["pdb1", "pdb2"] {
+                let mut b = pdb("default", json!({}), 1);
+                b["metadata"]["name"] = json!(name);
+                c.pods.push(b);
+            }
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that have fully blocking PDBs",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            filtering_pod(c, &n, None, json!({}));
+            c.pods.push(pdb("default", json!({}), 1));
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that have fully blocking PDBs on daemonset pods",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            filtering_pod(c, &n, Some(("DaemonSet", "ds")), json!({}));
+            c.pods.push(pdb("default", json!({}), 1));
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should consider candidates that have fully blocking PDBs on mirror pods",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            filtering_pod(c, &n, Some(("Node", "node-0")), json!({}));
+            c.pods.push(pdb("default", json!({}), 1));
+            candidate(c, &n, true)
+        },
+    );
+    add(
+        "should not consider candidates that have do-not-disrupt pods without a terminationGracePeriod set for graceful disruption",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            filtering_pod(c, &n, None, dnd());
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that have fully blocking PDBs without a terminationGracePeriod set for graceful disruption",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            filtering_pod(c, &n, None, json!({}));
+            c.pods.push(pdb("default", json!({}), 1));
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should consider candidates that have fully blocking PDBs on terminal pods",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            for phase in ["Succeeded", "Failed"] {
+                filtering_pod(c, &n, None, json!({}));
+                last_pod(c)["status"]["phase"] = json!(phase);
+            }
+            c.pods.push(pdb("default", json!({}), 1));
+            candidate(c, &n, true)
+        },
+    );
+    add(
+        "should consider candidates that have fully blocking PDBs on terminating pods",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            c.bind_pod(&n, None, true, Some("1"), json!({}), json!({"app": "test"}));
+            c.pods.push(pdb("default", json!({}), 1));
+            candidate(c, &n, true)
+        },
+    );
+    add(
+        "should not consider candidates that has just a Node representation",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            c.claims.clear();
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidate that has just a NodeClaim representation",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            c.nodes.clear();
+            // Nothing to consolidate: consolidate needs a node; the NodeClaim alone is no candidate.
+            c.unmanaged_node();
+            candidate(c, &n, false)
+        },
+    );
+    add("should not consider candidates that are deleting", |c| {
+        let n = filtering(c, Graceful, false);
+        let node = c.nodes.last_mut().unwrap();
+        node["metadata"]["deletionTimestamp"] = json!(NOW);
+        node["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+        candidate(c, &n, false)
+    });
+    add(
+        "should not consider candidates that aren't yet initialized",
+        |c| {
+            let mut spec = expensive("default");
+            spec.initialized = None;
+            c.pools.push(consolidation_pool("default", "100%"));
+            let n = c.node(&spec);
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that are not owned by a NodePool (no karpenter.sh/nodepool label)",
+        |c| {
+            c.pools.push(consolidation_pool("default", "100%"));
+            let n = c.unmanaged_node();
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "should not consider candidates that are have a non-existent NodePool",
+        |c| {
+            let n = filtering(c, Graceful, false);
+            c.pools[0]["metadata"]["name"] = json!("other");
+            candidate(c, &n, false)
+        },
+    );
+    // Without a label (or with a type the catalog does not know), the node is still a
+    // candidate: empty, it goes.
+    let unlabelled: [(&'static str, fn(&mut Value)); 4] = [
+        (
+            "should consider candidates that do not have the karpenter.sh/capacity-type label",
+            |l| {
+                drop(
+                    l.as_object_mut()
+                        .unwrap()
+                        .remove("karpenter.sh/capacity-type"),
+                )
+            },
+        ),
+        (
+            "should consider candidates that do not have the topology.kubernetes.io/zone label",
+            |l| {
+                drop(
+                    l.as_object_mut()
+                        .unwrap()
+                        .remove("topology.kubernetes.io/zone"),
+                )
+            },
+        ),
+        (
+            "should consider candidates that do not have the node.kubernetes.io/instance-type label",
+            |l| {
+                drop(
+                    l.as_object_mut()
+                        .unwrap()
+                        .remove("node.kubernetes.io/instance-type"),
+                )
+            },
+        ),
+        (
+            "should consider candidates that have an instance type that cannot be resolved",
+            |l| l["node.kubernetes.io/instance-type"] = json!("unknown-instance-type"),
+        ),
+    ];
+    for (it, change) in unlabelled {
+        out.push(Scenario {
+            file: SUITE,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let c = &mut Cluster::new(dir);
+                let n = filtering(c, Graceful, false);
+                change(&mut c.nodes[0]["metadata"]["labels"]);
+                change(&mut c.claims[0]["metadata"]["labels"]);
+                candidate(c, &n, true)
+            }),
+        });
     }
 }

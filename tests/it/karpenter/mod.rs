@@ -25,6 +25,15 @@ const KNOWN_GAPS: &[(&str, &str, &str)] = &[];
 /// Cases capstan deliberately decides differently: (file, It, why).
 const DIFFERENCES: &[(&str, &str, &str)] = &[
     (
+        disruption::SUITE,
+        "should not consider candidates that has just a Node representation",
+        "`capstan consolidate` given a snapshot with no NodeClaim at all reads each node on its \
+         own (a `kubectl get nodes` recording carries none; the what-if command's \
+         convenience, as plan's default NodePool); given any NodeClaim, or in the controller, \
+         a node no NodeClaim stands for is no candidate, as here (tested in \
+         a_node_no_nodeclaim_stands_for_is_no_candidate_in_a_snapshot_with_nodeclaims)",
+    ),
+    (
         disruption::CONSOLIDATION,
         "won't replace node if any spot replacement is more expensive",
         "capstan replaces the $0.50 on-demand node with the $0.20 spot offering in \
