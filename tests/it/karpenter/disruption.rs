@@ -2131,7 +2131,8 @@ fn candidate_filtering(out: &mut Vec<Scenario>) {
     );
     // Without a label (or with a type the catalog does not know), the node is still a
     // candidate: empty, it goes.
-    let unlabelled: [(&'static str, fn(&mut Value)); 4] = [
+    type Change = fn(&mut Value);
+    let unlabelled: [(&'static str, Change); 4] = [
         (
             "should consider candidates that do not have the karpenter.sh/capacity-type label",
             |l| {
