@@ -22,6 +22,7 @@ fn disruption(c: &mut Criterion) {
                 daemonsets: &[],
                 now: 1_796_030_100.0,
                 spot_to_spot: false,
+                ignore_preferences: false,
             })
         })
     });

@@ -347,6 +347,7 @@ pub fn run_disruption(nodes: usize, pods_per_node: usize, seed: u64) -> Disrupti
         daemonsets: &[],
         now: 1_796_030_100.0,
         spot_to_spot: false,
+        ignore_preferences: false,
     });
     DisruptionRow {
         nodes,

@@ -121,11 +121,24 @@ fn with_claim(info: &mut NodeInfo, objects: &[NodeClaimObject], claims: &[NodeCl
             .find(|c| c.type_ == kind)
             .map(|c| c.status == "True")
     };
+    // The claim's own expireAfter (a Karpenter NodeClaim's, copied from its NodePool at
+    // launch) is the one that applies.
+    if let Some(e) = &o.spec.expire_after {
+        match capstan_model::time::parse_duration(e) {
+            Ok(v) => info.expire_after = Some(v),
+            Err(err) => tracing::warn!(
+                "NodeClaim {}: spec.expireAfter {e:?}: {err}: its NodePool's applies",
+                o.metadata.name
+            ),
+        }
+    }
+    // Drift is the verdict of a launched claim only (Karpenter clears it otherwise).
     if let Some(c) = o
         .status
         .iter()
         .flat_map(|s| &s.conditions)
         .find(|c| c.type_ == conditions::DRIFTED && c.status == "True")
+        .filter(|_| condition(conditions::LAUNCHED) == Some(true))
     {
         info.provider_drift = Some("its NodeClaim is Drifted".into());
         info.drifted_at = capstan_model::time::parse_rfc3339(&c.last_transition_time);
@@ -173,6 +186,13 @@ pub fn evaluation_json(e: &Evaluation, catalog: &Catalog) -> Value {
                     "capacity_type": r.capacity_type,
                     "zone": r.zone,
                     "price_usd_per_hour": round(r.price),
+                    // The types the replacement may launch as: a spot-to-spot replacement's
+                    // cheapest spot options (as Karpenter launches it), else the one type.
+                    "instance_type_options": if r.spot_options.is_empty() {
+                        vec![catalog.instance_types[r.instance_type].name.clone()]
+                    } else {
+                        r.spot_options.iter().map(|&t| catalog.instance_types[t].name.clone()).collect()
+                    },
                 })).collect::<Vec<_>>(),
                 "moves": c.moves.iter().map(|m| json!({
                     "pod": m.pod,
@@ -193,13 +213,15 @@ pub fn evaluation_json(e: &Evaluation, catalog: &Catalog) -> Value {
 }
 
 /// One evaluation at `now`; `spot_to_spot` is Karpenter's `SpotToSpotConsolidation` gate (off
-/// by default there and in the controller: spot nodes are then only deleted).
+/// by default there and in the controller: spot nodes are then only deleted);
+/// `ignore_preferences` its preference policy `Ignore`.
 pub fn evaluate_now(
     c: &Cluster,
     pools: &[NodePool],
     catalog: &Catalog,
     now: f64,
     spot_to_spot: bool,
+    ignore_preferences: bool,
 ) -> Evaluation {
     evaluate(Input {
         nodes: &c.nodes,
@@ -210,6 +232,7 @@ pub fn evaluate_now(
         daemonsets: &c.daemonsets,
         now,
         spot_to_spot,
+        ignore_preferences,
     })
 }
 

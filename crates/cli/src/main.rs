@@ -125,6 +125,10 @@ enum Command {
         /// off by default as in Karpenter).
         #[arg(long = "feature-gates", default_value = "", value_parser = capstan_cli::cluster_cmd::FeatureGates::parse)]
         feature_gates: capstan_cli::cluster_cmd::FeatureGates,
+        /// Karpenter's preference policy, as the controller takes it: Ignore places the
+        /// candidates' pods without their preferred affinities and ScheduleAnyway spreads.
+        #[arg(long = "preference-policy", value_enum, default_value_t = PreferencePolicy::Respect)]
+        preference_policy: PreferencePolicy,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -907,6 +911,7 @@ fn consolidate(
     until_stable: bool,
     spot_prices: Option<&str>,
     gates: capstan_cli::cluster_cmd::FeatureGates,
+    ignore_preferences: bool,
     output: Output,
 ) -> Result<()> {
     use capstan_cli::consolidate_cmd as cc;
@@ -949,6 +954,7 @@ fn consolidate(
             &catalog,
             now,
             gates.spot_to_spot_consolidation,
+            ignore_preferences,
         );
         rounds.push(cc::evaluation_json(&e, &catalog));
         let done = e.commands.is_empty() || !until_stable;
@@ -1206,6 +1212,7 @@ fn main() -> ExitCode {
             until_stable,
             spot_prices,
             feature_gates,
+            preference_policy,
             output,
         } => consolidate(
             cluster.as_deref(),
@@ -1217,6 +1224,7 @@ fn main() -> ExitCode {
             until_stable,
             spot_prices.as_deref(),
             feature_gates,
+            preference_policy == PreferencePolicy::Ignore,
             output,
         ),
         Command::Bench { which } => match which {

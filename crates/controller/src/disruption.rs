@@ -77,6 +77,7 @@ pub(crate) struct Inputs {
     pub nodepools: Vec<NodePool>,
     pub daemonsets: Vec<Pod>,
     pub spot_to_spot: bool,
+    pub ignore_preferences: bool,
 }
 
 impl Inputs {
@@ -94,6 +95,7 @@ impl Inputs {
             daemonsets: &self.daemonsets,
             now: now_unix,
             spot_to_spot: self.spot_to_spot,
+            ignore_preferences: self.ignore_preferences,
         }
     }
 }
@@ -122,6 +124,13 @@ pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
             }
             None => info.nodepool = None,
         }
+        // Whether its type is still offered is not known while the provider cannot list the
+        // NodePool's types (or before the first listing).
+        info.types_unknown = types.is_empty()
+            || info
+                .nodepool
+                .as_ref()
+                .is_some_and(|p| cx.s.catalog.failed(p).is_some());
         nodes.push(info);
     }
     Inputs {
@@ -131,6 +140,7 @@ pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
         nodepools: cache.nodepool_list(),
         daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),
         spot_to_spot: cx.config.spot_to_spot_consolidation,
+        ignore_preferences: cx.config.ignore_preferences,
     }
 }
 

@@ -74,6 +74,13 @@ pub struct NodeInfo {
     /// Unix seconds the node was found drifted (its NodeClaim's `Drifted` condition), where
     /// known: drift takes the earliest first.
     pub drifted_at: Option<f64>,
+    /// The NodeClaim's own `spec.expireAfter` (Karpenter copies the NodePool's at launch;
+    /// `Some(None)` = Never). `None`: the NodePool's applies (capstan's own claims).
+    pub expire_after: Option<Option<u64>>,
+    /// The provider could not list the instance types of the node's NodePool just now: whether
+    /// its type is still offered is not known (no instance-type drift, as Karpenter when its
+    /// GetInstanceTypes fails).
+    pub types_unknown: bool,
 }
 
 impl NodeInfo {
@@ -121,7 +128,15 @@ impl NodeInfo {
             initialized: true,
             consolidatable: None,
             drifted_at: None,
+            expire_after: None,
+            types_unknown: false,
         }
+    }
+
+    /// When the node expires: its NodeClaim's `expireAfter`, else its NodePool's (`None`:
+    /// never).
+    pub fn expire_after_seconds(&self, pool: &NodePool) -> Option<u64> {
+        self.expire_after.unwrap_or(pool.expire_after_seconds)
     }
 
     /// What the node's NodeClaim says of it (one rule for the controller and the what-if):
@@ -195,6 +210,9 @@ pub struct Input<'a> {
     /// nodes whose replacement could be spot (a single node only with enough cheaper spot
     /// types). Off, such spot nodes are only deleted.
     pub spot_to_spot: bool,
+    /// Karpenter's preference policy `Ignore`: the what-ifs place pods without their
+    /// preferred affinities and ScheduleAnyway spreads, as the provisioner then plans them.
+    pub ignore_preferences: bool,
 }
 
 /// A node to launch before the candidates go.
@@ -676,7 +694,13 @@ impl<'a> Engine<'a> {
             .iter()
             .flat_map(|&c| self.movable_pods(c).iter().copied())
             .chain(self.moving.iter().copied())
-            .map(|p| input.pods[p].clone())
+            .map(|p| {
+                if input.ignore_preferences {
+                    Arc::new(input.pods[p].without_preferences())
+                } else {
+                    input.pods[p].clone()
+                }
+            })
             .collect();
         let mut b = SnapshotBuilder::new(&pending, self.bound_anti);
         b.daemonsets(input.daemonsets.iter().cloned());
@@ -788,15 +812,18 @@ impl<'a> Engine<'a> {
                                     .map(|p| (p, t))
                             })
                             .collect();
-                        if cheaper.len() < MIN_SPOT_OPTIONS {
+                        // At least 15 options, or the instance-type minValues if more
+                        // (Karpenter's truncation keeps the larger of the two).
+                        let keep = c
+                            .requirements
+                            .get(labels::INSTANCE_TYPE)
+                            .and_then(|r| r.min_values)
+                            .map_or(MIN_SPOT_OPTIONS, |m| MIN_SPOT_OPTIONS.max(m as usize));
+                        if cheaper.len() < keep {
                             return None;
                         }
                         cheaper.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                        spot_options[k] = cheaper
-                            .into_iter()
-                            .take(MIN_SPOT_OPTIONS)
-                            .map(|(_, t)| t)
-                            .collect();
+                        spot_options[k] = cheaper.into_iter().take(keep).map(|(_, t)| t).collect();
                     }
                 }
             }
@@ -953,6 +980,37 @@ impl<'a> Engine<'a> {
         after.is_some_and(|after| since.is_none_or(|t| self.input.now - t >= after as f64))
     }
 
+    /// Karpenter's `InstanceTypeNotFound` drift: a node over an hour old whose instance type
+    /// the catalog no longer lists, or lists with no offering in the node's zone and capacity
+    /// type (as its labels say; an unlabelled one constrains nothing) — the type was retired
+    /// or the NodeClass no longer allows it. Not while the provider cannot list the types.
+    fn instance_type_gone(&self, node: usize) -> Option<String> {
+        let n = &self.input.nodes[node];
+        if n.types_unknown || !n.created.is_some_and(|c| self.input.now - c > 3600.0) {
+            return None;
+        }
+        let Some(t) = n.instance_type else {
+            return Some(match n.node.labels.get(labels::INSTANCE_TYPE) {
+                Some(t) => format!("instance type {t} is no longer offered"),
+                None => "the node has no instance type".into(),
+            });
+        };
+        let zone = n.node.labels.get(labels::ZONE);
+        let capacity = n.node.labels.get(labels::CAPACITY_TYPE);
+        let t = &self.input.instance_types[t];
+        let offered = t.offerings.iter().any(|o| {
+            zone.is_none_or(|z| *z == o.zone) && capacity.is_none_or(|c| *c == o.capacity_type)
+        });
+        (!offered).then(|| {
+            format!(
+                "instance type {} has no offering in {} {}",
+                t.name,
+                zone.map_or("any zone", String::as_str),
+                capacity.map_or("", String::as_str)
+            )
+        })
+    }
+
     fn drifted(&self, node: usize, pool: usize) -> Option<String> {
         let n = &self.input.nodes[node];
         let np = &self.input.nodepools[pool];
@@ -971,6 +1029,9 @@ impl<'a> Engine<'a> {
             if *h != self.pool_hash[pool] {
                 return Some("nodepool template changed".into());
             }
+        }
+        if let Some(why) = self.instance_type_gone(node) {
+            return Some(why);
         }
         // Requirements are not in the hash: a node drifts on them only when it no longer
         // satisfies them. A label the pool constrains whose value it no longer allows, or a
@@ -1008,7 +1069,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
     // Expiry: forceful.
     for &i in &managed {
         let pool = &input.nodepools[e.pool_of[i].expect("managed")];
-        let (Some(age), Some(limit)) = (e.age(i), pool.expire_after_seconds) else {
+        let (Some(age), Some(limit)) = (e.age(i), input.nodes[i].expire_after_seconds(pool)) else {
             continue;
         };
         if age >= limit as f64 && !input.nodes[i].disrupting() {
@@ -1154,7 +1215,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             .map(|&p| eviction_cost(&input.pods[p]))
             .sum();
         let pool = &input.nodepools[e.pool_of[i].expect("managed")];
-        pods * lifetime_remaining(e.age(i), pool.expire_after_seconds)
+        pods * lifetime_remaining(e.age(i), input.nodes[i].expire_after_seconds(pool))
     };
     candidates = heap::ordered(candidates, |&a, &b| {
         cost(a)

@@ -104,6 +104,7 @@ fn eval_with(
         daemonsets: &[],
         now: NOW,
         spot_to_spot,
+        ignore_preferences: false,
     })
 }
 
@@ -1038,6 +1039,7 @@ fn an_interruption_replaces_the_node_whatever_blocks_voluntary_moves() {
             daemonsets: &[],
             now: NOW,
             spot_to_spot: true,
+            ignore_preferences: false,
         },
         "spot-1",
         Reason::SpotInterruption,
@@ -1082,6 +1084,7 @@ fn an_interruption_evicts_everything_at_once_when_waves_would_miss_the_deadline(
         daemonsets: &[],
         now: NOW,
         spot_to_spot: true,
+        ignore_preferences: false,
     };
     let c = interruption(input, "spot-1", Reason::SpotInterruption, 120.0).unwrap();
     assert_eq!(
@@ -1109,6 +1112,7 @@ fn rebalance_recommendations_replace_spot_nodes_only_where_the_nodepool_opts_in(
                 daemonsets: &[],
                 now: NOW,
                 spot_to_spot: true,
+                ignore_preferences: false,
             },
             "s",
         )
@@ -1416,4 +1420,94 @@ fn the_node_a_deleting_nodes_pods_are_moving_to_is_not_taken_from_them() {
             .any(|c| c.reason == Reason::Empty && c.candidates == ["b".to_string()]),
         "{r:#?}"
     );
+}
+
+#[test]
+fn a_node_whose_instance_type_is_no_longer_offered_drifts_after_its_first_hour() {
+    // Karpenter's InstanceTypeNotFound: one empty m7i.large node in us-east-1a, on-demand, in a
+    // NodePool that never consolidates; the catalog as the case has it.
+    type Case = (
+        &'static str,
+        f64,
+        fn(&mut Vec<InstanceType>, &mut NodeInfo),
+        bool,
+    );
+    let cases: [Case; 6] = [
+        ("offered as it runs", 2.0, |_, _| {}, false),
+        (
+            "the type retired",
+            2.0,
+            |t, _| t.retain(|t| t.name != "m7i.large"),
+            true,
+        ),
+        (
+            "no offering left in its zone",
+            2.0,
+            |t, _| {
+                for t in t.iter_mut().filter(|t| t.name == "m7i.large") {
+                    t.offerings.retain(|o| o.zone != "us-east-1a");
+                }
+            },
+            true,
+        ),
+        (
+            "retired, but the node is not an hour old",
+            0.5,
+            |t, _| t.retain(|t| t.name != "m7i.large"),
+            false,
+        ),
+        (
+            "retired, while the provider cannot list the NodePool's types",
+            2.0,
+            |t, n| {
+                t.retain(|t| t.name != "m7i.large");
+                n.types_unknown = true;
+            },
+            false,
+        ),
+        (
+            "without an instance-type label",
+            2.0,
+            |_, n| {
+                Arc::make_mut(&mut n.node)
+                    .labels
+                    .remove(labels::INSTANCE_TYPE);
+            },
+            true,
+        ),
+    ];
+    let np =
+        pool(json!({"disruption": {"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]}}));
+    for (case, age, change, want) in cases {
+        let mut t = types();
+        let mut n = node("a", "m7i.large", age, &t);
+        change(&mut t, &mut n);
+        // Index the node's type into the catalog as the caller would.
+        let created = n.created;
+        let types_unknown = n.types_unknown;
+        let mut n = NodeInfo::from_node(n.node.clone(), &t);
+        n.created = created;
+        n.types_unknown = types_unknown;
+        let r = eval(&[n], &[], &[], std::slice::from_ref(&np), &t);
+        let drifted = r
+            .commands
+            .iter()
+            .any(|c| c.reason == Reason::Drifted && c.candidates == ["a"]);
+        assert_eq!(drifted, want, "{case}: {r:#?}");
+    }
+}
+
+#[test]
+fn a_nodeclaims_own_expire_after_overrides_its_nodepools() {
+    // A node 2 hours old in a NodePool whose nodes expire after 720 h; its NodeClaim's own
+    // expireAfter (a Karpenter NodeClaim's, copied at launch) is the one that applies.
+    let t = types();
+    let np = pool(json!({"disruption": {"consolidateAfter": "Never"}}));
+    for (own, want) in [(None, false), (Some(Some(3600)), true), (Some(None), false)] {
+        let mut n = node("a", "m7i.large", 2.0, &t);
+        n.expire_after = own;
+        let r = eval(&[n], &[], &[], std::slice::from_ref(&np), &t);
+        let expired = r.commands.iter().any(|c| c.reason == Reason::Expired);
+        assert_eq!(expired, want, "{own:?}: {r:#?}");
+    }
 }

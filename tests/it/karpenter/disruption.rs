@@ -14,6 +14,8 @@ pub const EMPTINESS: &str = "pkg/controllers/disruption/emptiness_test.go";
 pub const DRIFT: &str = "pkg/controllers/disruption/drift_test.go";
 pub const CONSOLIDATION: &str = "pkg/controllers/disruption/consolidation_test.go";
 pub const SUITE: &str = "pkg/controllers/disruption/suite_test.go";
+pub const NODECLAIM_DRIFT: &str = "pkg/controllers/nodeclaim/disruption/drift_test.go";
+pub const EXPIRATION: &str = "pkg/controllers/nodeclaim/expiration/suite_test.go";
 
 /// Its of these files `capstan consolidate` cannot be asked, with the reason.
 pub const NOT_RUN: &[(&str, &str)] = &[
@@ -61,11 +63,6 @@ pub const NOT_RUN: &[(&str, &str)] = &[
         "a Karpenter metric gauge",
     ),
     (
-        "drift: should disrupt 3 nodes, taking into account commands in progress",
-        "five passes of Karpenter's queue with commands left in flight between them \
-         (`consolidate --until-stable` completes each round's commands instead)",
-    ),
-    (
         "drift: should untaint nodes when drift replacement fails",
         "a replacement deleted while its command waits is queue mechanics (capstan's \
          controller removes the disrupted taint when a command fails, tested in \
@@ -80,6 +77,33 @@ pub const NOT_RUN: &[(&str, &str)] = &[
         "the 15 s validation wait inside one disruption pass is queue mechanics (capstan's \
          controller re-checks a command against the API server before it starts, tested in \
          controller::disruption)",
+    ),
+    (
+        "nodeclaim drift: Drift: should ignore drift for NodeClaims not managed by this instance of Karpenter; expiration: should ignore expired NodeClaims that are not managed by this Karpenter instance",
+        "which NodeClass kinds are this Karpenter's is its cloud provider's answer \
+         (GetSupportedNodeClasses); `consolidate` has no provider to ask",
+    ),
+    (
+        "nodeclaim drift: NodePool Static Drift (7 entries, 4 Its), should detect static drift before cloud provider drift",
+        "Karpenter's `karpenter.sh/nodepool-hash` is hashstructure over its Go types, written \
+         by its NodePool hash controller; capstan hashes the template fields itself \
+         (`capstan.dev/nodepool-hash`, which fields drift tested in model::nodepool and \
+         disrupt's drift tests)",
+    ),
+    (
+        "nodeclaim drift: should detect node requirement drift before cloud provider drift; should remove the status condition from the nodeClaim if the nodeClaim is no longer drifted",
+        "the Drifted condition's reason, and clearing it, are the NodeClaim controller's \
+         bookkeeping; a snapshot's Drifted=True is the what-if's only word on provider drift \
+         (capstan's controller recomputes drift every evaluation, tested in disrupt)",
+    ),
+    (
+        "nodeclaim drift: Reserved Capacity (5 entries)",
+        "capstan refuses the ReservedCapacity feature gate: no reserved offerings",
+    ),
+    (
+        "expiration: Metrics (3 Its); should return the requeue interval ...; shouldn't expire the same NodeClaim multiple times",
+        "metric counters and the controller's requeue (capstan's expiry is a command of every \
+         evaluation, tested in controller::disruption)",
     ),
     (
         "emptiness: Buffer pod protection: 6 Its",
@@ -276,6 +300,23 @@ impl Cluster {
 
     /// `capstan consolidate` on the cluster: its JSON.
     pub fn consolidate(&self) -> Result<Value, String> {
+        let mut cmd = self.command("consolidate");
+        cmd.args(["--now", self.now]).args(&self.flags);
+        run_json(cmd, "consolidate")
+    }
+
+    /// `capstan plan --cluster` on the cluster (no other pending pods): its JSON.
+    pub fn plan(&self) -> Result<Value, String> {
+        let none = self.dir.join("no-pods.json");
+        std::fs::create_dir_all(&self.dir).unwrap();
+        std::fs::write(&none, r#"{"apiVersion":"v1","kind":"List","items":[]}"#).unwrap();
+        let mut cmd = self.command("plan");
+        cmd.arg("--pods").arg(none);
+        run_json(cmd, "plan")
+    }
+
+    /// `capstan SUB --catalog .. --cluster .. --nodepool ..  --output json`, the files written.
+    fn command(&self, sub: &str) -> Command {
         std::fs::create_dir_all(&self.dir).unwrap();
         let catalog = self.dir.join("catalog.json");
         let entries: Vec<Value> = match &self.catalog {
@@ -300,25 +341,17 @@ impl Cluster {
         )
         .unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_capstan"));
-        cmd.args(["consolidate", "--catalog"])
+        cmd.args([sub, "--catalog"])
             .arg(&catalog)
             .arg("--cluster")
             .arg(&cluster)
-            .args(["--now", self.now, "--output", "json"])
-            .args(&self.flags);
+            .args(["--output", "json"]);
         for (i, p) in self.pools.iter().enumerate() {
             let f = self.dir.join(format!("nodepool-{i}.json"));
             std::fs::write(&f, p.to_string()).unwrap();
             cmd.arg("--nodepool").arg(f);
         }
-        let out = cmd.output().unwrap();
-        if !out.status.success() {
-            return Err(format!(
-                "capstan consolidate failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+        cmd
     }
 
     /// The nodes `consolidate`'s commands delete or replace.
@@ -332,6 +365,17 @@ impl Cluster {
             .map(|n| n.as_str().unwrap().to_string())
             .collect())
     }
+}
+
+fn run_json(mut cmd: Command, what: &str) -> Result<Value, String> {
+    let out = cmd.output().unwrap();
+    if !out.status.success() {
+        return Err(format!(
+            "capstan {what} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
 }
 
 /// The suite's NodePool: `consolidateAfter: 0s`, `WhenEmpty`, budget `nodes: 100%`.
@@ -549,9 +593,16 @@ pub fn cases() -> Vec<Scenario> {
     consolidation_delete(&mut out);
     consolidation_delete_more(&mut out);
     consolidation_replace(&mut out);
+    consolidation_spot_to_spot(&mut out);
+    consolidation_preferences(&mut out);
+    nodeclaim_drift(&mut out);
+    expiration(&mut out);
     consolidation_multi(&mut out);
     consolidation_lifetime_and_topology(&mut out);
     candidate_filtering(&mut out);
+    simulate_scheduling(&mut out);
+    budget_mapping(&mut out);
+    eviction_cost(&mut out);
     add(
         &mut out,
         "should not consolidate static NodePool nodes",
@@ -621,6 +672,41 @@ fn drift(out: &mut Vec<Scenario>) {
             s.drifted = Some((true, AN_HOUR_AGO));
             c.nodes(10, &s);
             deleted_count(c, 3)
+        },
+    );
+    add(
+        "should disrupt 3 nodes, taking into account commands in progress",
+        |c| {
+            // Ten nodes, the first five drifted and holding a 1-CPU pod each; budget 30%.
+            // Five passes, each pass's commands left in flight (their nodes tainted): three
+            // nodes are disrupted in all.
+            c.pools = vec![drift_pool("default", "30%", "1h")];
+            for i in 0..10 {
+                let n = c.node(&if i < 5 {
+                    drifted("default")
+                } else {
+                    not_drifted("default")
+                });
+                if i < 5 {
+                    rs_pod(c, &n, Some("1"), json!({}));
+                }
+            }
+            for _ in 0..5 {
+                for (names, _) in commands(c)? {
+                    for n in names {
+                        in_flight(c, node_index(&n));
+                    }
+                }
+            }
+            let tainted: Vec<usize> = (0..10)
+                .filter(|&i| c.nodes[i]["spec"]["taints"].is_array())
+                .collect();
+            ensure(
+                tainted.len() == 3 && tainted.iter().all(|&i| i < 5),
+                format!(
+                    "nodes {tainted:?} disrupted after five passes; Karpenter three drifted ones"
+                ),
+            )
         },
     );
     add("should respect budgets for multiple nodepools", |c| {
@@ -2178,6 +2264,986 @@ fn candidate_filtering(out: &mut Vec<Scenario>) {
                 change(&mut c.nodes[0]["metadata"]["labels"]);
                 change(&mut c.claims[0]["metadata"]["labels"]);
                 candidate(c, &n, true)
+            }),
+        });
+    }
+}
+
+/// Marks node `i` as Karpenter's `MarkForDeletion` does while a command runs: the disrupted
+/// taint capstan's controller (and Karpenter's) puts on a node it is disrupting.
+fn in_flight(c: &mut Cluster, i: usize) {
+    c.nodes[i]["spec"]["taints"] =
+        json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]);
+}
+
+/// Node `i` and its NodeClaim deleted (`env.Client.Delete`: both have finalizers).
+fn deleting(c: &mut Cluster, i: usize) {
+    for o in [&mut c.nodes[i], &mut c.claims[i]] {
+        o["metadata"]["deletionTimestamp"] = json!(NOW);
+        o["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+    }
+}
+
+/// A command's candidates and the replacements it launches.
+type Cmd = (Vec<String>, Vec<Value>);
+
+/// The candidates of `consolidate`'s commands, in order, and the replacements they launch.
+fn commands(c: &Cluster) -> Result<Vec<Cmd>, String> {
+    let v = c.consolidate()?;
+    Ok(v["commands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|cmd| {
+            let names = cmd["candidates"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|n| n.as_str().unwrap_or_default().to_string())
+                .collect();
+            let repl = cmd["replacements"].as_array().cloned().unwrap_or_default();
+            (names, repl)
+        })
+        .collect())
+}
+
+fn node_index(name: &str) -> usize {
+    name.trim_start_matches("node-").parse().unwrap()
+}
+
+/// `suite_test.go`, `Simulate Scheduling` (lines 182–538).
+fn simulate_scheduling(out: &mut Vec<Scenario>) {
+    let mut add = |it: &'static str, run: DisruptionBody| add_in(out, SUITE, it, run);
+    add(
+        "should allow pods on deleting nodes to reschedule to uninitialized nodes",
+        |c| {
+            // Ten `mostExpensiveInstance` nodes of 3 CPUs; node 0 holds a 2-CPU pod, the
+            // others are being disrupted. SimulateScheduling finds the pod a place: as
+            // `consolidate` shows it, node 0 is replaced by a cheaper node.
+            c.pools.push(consolidation_pool("default", "100%"));
+            let mut spec = expensive("default");
+            spec.cpu = "3";
+            let nodes = c.nodes(10, &spec);
+            c.bind_pod(&nodes[0], None, false, Some("2"), json!({}), json!({}));
+            for i in 1..10 {
+                in_flight(c, i);
+            }
+            let cmds = commands(c)?;
+            ensure(
+                cmds.iter()
+                    .any(|(names, repl)| names == &[nodes[0].clone()] && repl.len() == 1),
+                format!("commands {cmds:?}; Karpenter finds node-0's pod a place on a new node"),
+            )
+        },
+    );
+    add(
+        "should allow multiple replace operations to happen successively",
+        |c| {
+            // Ten drifted 3-CPU nodes, each holding one 100m pod that selects the node's own
+            // `test-partition`; budget 3, consolidation Never. Pass by pass, each replacement
+            // deployed and its candidate in flight: Karpenter makes one replacement a pass
+            // until three are in flight, then none.
+            let mut pool = drift_pool("default", "3", "Never");
+            pool["spec"]["disruption"]["consolidationPolicy"] = json!("WhenEmptyOrUnderutilized");
+            pool["spec"]["template"]["spec"]["requirements"] =
+                json!([{"key": "test-partition", "operator": "Exists"}]);
+            c.pools.push(pool);
+            let mut spec = expensive("default");
+            spec.cpu = "3";
+            spec.consolidatable = None;
+            spec.drifted = Some((true, AN_HOUR_AGO));
+            let nodes = c.nodes(10, &spec);
+            for (i, n) in nodes.iter().enumerate() {
+                for o in [&mut c.nodes[i], &mut c.claims[i]] {
+                    o["metadata"]["labels"]["test-partition"] = json!(i.to_string());
+                }
+                c.bind_pod(n, None, false, Some("100m"), json!({}), json!({}));
+                last_pod(c)["spec"]["nodeSelector"] = json!({"test-partition": i.to_string()});
+            }
+            let mut made = Vec::new();
+            for want in [1, 1, 1, 0] {
+                let cmds = commands(c)?;
+                let new: usize = cmds.iter().map(|(_, r)| r.len()).sum();
+                made.push(new);
+                ensure(
+                    new == want,
+                    format!(
+                        "replacements made pass by pass {made:?}; Karpenter makes [1, 1, 1, 0]"
+                    ),
+                )?;
+                for (names, repl) in cmds {
+                    let part = node_index(&names[0]).to_string();
+                    in_flight(c, node_index(&names[0]));
+                    for r in repl {
+                        let mut s = cheapest("default", false);
+                        s.itype = r["instance_type"].as_str().unwrap().to_string();
+                        s.consolidatable = None;
+                        let at = c.nodes.len();
+                        c.node(&s);
+                        for o in [&mut c.nodes[at], &mut c.claims[at]] {
+                            o["metadata"]["labels"]["test-partition"] = json!(part);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        },
+    );
+    add(
+        "can replace node with a local PV (ignoring hostname affinity)",
+        |c| {
+            // A StatefulSet's pod whose volume is a local PV bound to this node by hostname:
+            // the node is replaced all the same (the affinity to a node going away is not held
+            // against the replacement).
+            c.pools.push(consolidation_pool("default", "100%"));
+            let n = c.node(&expensive("default"));
+            c.bind_pod(
+                &n,
+                Some(("StatefulSet", "ss")),
+                false,
+                None,
+                json!({}),
+                json!({"app": "test"}),
+            );
+            last_pod(c)["spec"]["volumes"] =
+                json!([{"name": "data", "persistentVolumeClaim": {"claimName": "pvc-0"}}]);
+            c.pods.push(
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": "local-path"}, "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer"}),
+            );
+            c.pods
+                .push(json!({"apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": "pv-0"},
+                "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "local": {"path": "/mnt/local-disks"},
+                    "claimRef": {"namespace": "default", "name": "pvc-0"},
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [n]}]}]}}},
+                "status": {"phase": "Bound"}}));
+            c.pods.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "pvc-0", "namespace": "default"},
+                "spec": {"volumeName": "pv-0", "storageClassName": "local-path",
+                    "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+                "status": {"phase": "Bound"}}));
+            let cmds = commands(c)?;
+            ensure(
+                cmds.len() == 1 && cmds[0].0 == [n.clone()] && cmds[0].1.len() == 1,
+                format!("commands {cmds:?}; Karpenter replaces {n} with one new node"),
+            )
+        },
+    );
+    add(
+        "should ensure that we do not duplicate capacity for disrupted nodes with provisioning",
+        |c| {
+            // A drifted node whose replacement is still being launched: tainted, not yet
+            // deleting. The provisioner plans nothing for its pod meanwhile.
+            c.pools.push(consolidation_pool("default", "100%"));
+            let mut spec = expensive("default");
+            spec.drifted = Some((true, AN_HOUR_AGO));
+            let n = c.node(&spec);
+            rs_pod(c, &n, None, json!({}));
+            in_flight(c, 0);
+            let v = c.plan()?;
+            let claims = v["nodeclaims"].as_array().map_or(0, Vec::len);
+            ensure(
+                claims == 0,
+                format!("plan launches {claims} NodeClaims ({v}); Karpenter's provisioner none"),
+            )
+        },
+    );
+}
+
+/// `suite_test.go`, `BuildDisruptionBudgetMapping` (lines 677–853): ten empty initialized
+/// `mostExpensiveInstance` nodes of NodePool `default`, and how many may be disrupted, as the
+/// emptiness command `consolidate` makes shows it. Each case runs at Karpenter's budget and
+/// again at 50%, where a node wrongly counted in the total would show (at 100% every
+/// candidate goes either way).
+fn budget_mapping(out: &mut Vec<Scenario>) {
+    // (It, Karpenter's budget, the change, nodes counted, of those disrupting, candidates)
+    type Change = fn(&mut Cluster);
+    let cases: [(&'static str, &'static str, Change, u32, u32, usize); 6] = [
+        (
+            "should not consider nodes that are not managed as part of disruption count",
+            "100%",
+            |c| drop(c.unmanaged_node()),
+            10,
+            0,
+            10,
+        ),
+        (
+            "should not consider nodes that are not initialized as part of disruption count",
+            "100%",
+            |c| {
+                let mut s = expensive("default");
+                s.initialized = None;
+                c.node(&s);
+            },
+            10,
+            0,
+            10,
+        ),
+        (
+            "should not consider nodes that have the terminating status condition as part of disruption count",
+            "100%",
+            |c| {
+                let mut s = expensive("default");
+                s.initialized = None;
+                c.node(&s);
+                let claim = c.claims.last_mut().unwrap();
+                claim["status"]["conditions"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({
+                    "type": "InstanceTerminating", "status": "True",
+                    "reason": "InstanceTerminating", "lastTransitionTime": NOW}));
+            },
+            10,
+            0,
+            10,
+        ),
+        (
+            "should not return a negative disruption value",
+            "10%",
+            |c| {
+                for i in 0..10 {
+                    deleting(c, i);
+                }
+            },
+            10,
+            10,
+            0,
+        ),
+        (
+            "should consider nodes with a deletion timestamp set and MarkedForDeletion to the disruption count",
+            "100%",
+            |c| {
+                deleting(c, 0);
+                in_flight(c, 1);
+            },
+            10,
+            2,
+            8,
+        ),
+        (
+            "should consider not ready nodes to the disruption count",
+            "100%",
+            |c| {
+                for i in 0..2 {
+                    c.nodes[i]["status"]["conditions"] = json!([{"type": "Ready",
+                        "status": "False", "reason": "NotReady", "lastTransitionTime": NOW}]);
+                }
+            },
+            10,
+            2,
+            8,
+        ),
+    ];
+    for (it, budget, change, total, disrupting, candidates) in cases {
+        out.push(Scenario {
+            file: SUITE,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let c = &mut Cluster::new(dir);
+                c.pools = vec![empty_pool("default", budget, "0s")];
+                c.nodes(10, &expensive("default"));
+                change(c);
+                for b in [budget, "50%"] {
+                    let pct: u32 = b.trim_end_matches('%').parse().unwrap();
+                    let allowed = (pct * total).div_ceil(100).saturating_sub(disrupting) as usize;
+                    let want = allowed.min(candidates);
+                    c.pools = vec![empty_pool("default", b, "0s")];
+                    let got = c.disrupted()?;
+                    ensure(
+                        got.len() == want,
+                        format!(
+                            "budget {b}: {} nodes disrupted ({got:?}); Karpenter allows {allowed} \
+                             ({total} nodes counted, {disrupting} disrupting) of {candidates} candidates",
+                            got.len()
+                        ),
+                    )?;
+                }
+                Ok(())
+            }),
+        });
+    }
+}
+
+/// `suite_test.go`, `Pod Eviction Cost` (lines 855–908): Karpenter's `EvictionCost` of one pod
+/// against another, as capstan's consolidation order shows it — two `mostExpensiveInstance`
+/// nodes with one 1-CPU pod each and a budget of one node: the node whose pod costs less to
+/// evict goes.
+fn eviction_cost(out: &mut Vec<Scenario>) {
+    type PodChange = fn(&mut Value);
+    type Pair = (Box<dyn Fn(&mut Value)>, Box<dyn Fn(&mut Value)>, usize);
+    fn deletion_cost(v: &'static str) -> impl Fn(&mut Value) {
+        move |p: &mut Value| {
+            p["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"] = json!(v)
+        }
+    }
+    let standard: PodChange = |_| {};
+    // (It, [(pod a, pod b, the pod Karpenter finds cheaper to evict: 0 or 1)])
+    let cases: Vec<(&'static str, Vec<Pair>)> = vec![
+        (
+            "should have a standard disruptionCost for a pod with no priority or disruptionCost specified",
+            // Alike: the standard cost on both; the first node goes (in order, as Karpenter's
+            // stable sort leaves equal candidates).
+            vec![(Box::new(standard), Box::new(standard), 0)],
+        ),
+        (
+            "should have a higher disruptionCost for a pod with a positive deletion disruptionCost",
+            vec![(Box::new(deletion_cost("100")), Box::new(standard), 1)],
+        ),
+        (
+            "should have a lower disruptionCost for a pod with a positive deletion disruptionCost",
+            vec![(Box::new(standard), Box::new(deletion_cost("-100")), 1)],
+        ),
+        (
+            "should have higher costs for higher deletion costs",
+            vec![
+                (
+                    Box::new(deletion_cost("101")),
+                    Box::new(deletion_cost("100")),
+                    1,
+                ),
+                (
+                    Box::new(deletion_cost("100")),
+                    Box::new(deletion_cost("99")),
+                    1,
+                ),
+            ],
+        ),
+        (
+            "should have a higher disruptionCost for a pod with a higher priority",
+            vec![(
+                Box::new(|p: &mut Value| p["spec"]["priority"] = json!(1)),
+                Box::new(standard),
+                1,
+            )],
+        ),
+        (
+            "should have a lower disruptionCost for a pod with a lower priority",
+            vec![(
+                Box::new(standard),
+                Box::new(|p: &mut Value| p["spec"]["priority"] = json!(-1)),
+                1,
+            )],
+        ),
+    ];
+    for (it, pairs) in cases {
+        out.push(Scenario {
+            file: SUITE,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                for (k, (a, b, cheaper)) in pairs.iter().enumerate() {
+                    let c = &mut Cluster::new(&dir.join(k.to_string()));
+                    c.pools = vec![consolidation_pool("default", "1")];
+                    let nodes = c.nodes(2, &expensive("default"));
+                    for (n, change) in nodes.iter().zip([a, b]) {
+                        rs_pod(c, n, Some("1"), json!({}));
+                        change(last_pod(c));
+                    }
+                    let got = c.disrupted()?;
+                    let want = BTreeSet::from([nodes[*cheaper].clone()]);
+                    ensure(
+                        got == want,
+                        format!(
+                            "pair {k}: {got:?} disrupted; Karpenter's eviction cost takes {want:?} first"
+                        ),
+                    )?;
+                }
+                Ok(())
+            }),
+        });
+    }
+}
+
+/// `fake.InstanceTypesAssorted()` as catalog entries, in Karpenter's order.
+fn assorted_entries() -> Vec<Value> {
+    assorted().iter().map(FakeType::entry).collect()
+}
+
+fn is_spot(e: &Value) -> bool {
+    e["offerings"][0]["capacity_type"] == "spot"
+}
+
+fn entry_price(e: &Value) -> f64 {
+    e["offerings"][0]["price_usd_per_hour"].as_f64().unwrap()
+}
+
+/// Entries sorted by their (one) offering's price, stably.
+fn by_price(mut v: Vec<Value>) -> Vec<Value> {
+    v.sort_by(|a, b| entry_price(a).total_cmp(&entry_price(b)));
+    v
+}
+
+/// The spot node of the Replace context, of catalog entry `e` (its type, zone, spot).
+fn spot_node_of(c: &mut Cluster, e: &Value) -> String {
+    c.flags = vec!["--feature-gates", "SpotToSpotConsolidation=true"];
+    let mut s = expensive("default");
+    s.itype = e["name"].as_str().unwrap().to_string();
+    s.capacity_type = "spot";
+    s.zone = match e["offerings"][0]["zone"].as_str().unwrap() {
+        "test-zone-1" => "test-zone-1",
+        "test-zone-2" => "test-zone-2",
+        _ => "test-zone-3",
+    };
+    let n = c.node(&s);
+    rs_pod(c, &n, None, json!({}));
+    n
+}
+
+/// The spot-to-spot flexibility Its of `Replace`: 18 spot types priced 1.00, 1.10, … in
+/// Karpenter's order, the 17th made the cheapest ($0.001); the node is the 18th. The
+/// replacement is launched over the `keep` cheapest types (`instance_type_options`), the 17th
+/// among them, the node's own not.
+fn spot_truncation(c: &mut Cluster, min_values: Option<u32>, keep: usize) -> Result<(), String> {
+    let mut spot: Vec<Value> = assorted_entries()
+        .into_iter()
+        .filter(is_spot)
+        .take(18)
+        .collect();
+    for (i, e) in spot.iter_mut().enumerate() {
+        e["offerings"][0]["price_usd_per_hour"] = json!(1.0 + i as f64 * 0.1);
+    }
+    spot[16]["offerings"][0]["price_usd_per_hour"] = json!(0.001);
+    let mut pool = consolidation_pool("default", "100%");
+    if let Some(m) = min_values {
+        pool["spec"]["template"]["spec"]["requirements"] = json!([{
+            "key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": m}]);
+    }
+    c.pools.push(pool);
+    c.catalog = Some(spot.clone());
+    let n = spot_node_of(c, &spot[17]);
+    let want: BTreeSet<String> = by_price(spot.clone())
+        .iter()
+        .take(keep)
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect();
+    let cmds = commands(c)?;
+    let [(names, repl)] = cmds.as_slice() else {
+        return Err(format!(
+            "commands {cmds:?}; Karpenter makes one replace command"
+        ));
+    };
+    ensure(
+        names == std::slice::from_ref(&n) && repl.len() == 1,
+        format!(
+            "command {names:?} with {} replacements; Karpenter replaces {n} with one",
+            repl.len()
+        ),
+    )?;
+    let got: BTreeSet<String> = repl[0]["instance_type_options"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    ensure(
+        got == want,
+        format!(
+            "the replacement may launch as {} types {got:?}; Karpenter's NodeClaim requests the {keep} cheapest {want:?}",
+            got.len()
+        ),
+    )
+}
+
+/// `consolidation_test.go`, `Replace`: spot-to-spot flexibility (lines 1061–1776).
+fn consolidation_spot_to_spot(out: &mut Vec<Scenario>) {
+    let mut add = |it: &'static str, run: DisruptionBody| add_in(out, CONSOLIDATION, it, run);
+    add(
+        "cannot replace spot with spot if less than minimum InstanceTypes flexibility",
+        |c| {
+            // The first five types, the first made the cheapest ($0.001): one spot type is
+            // cheaper than the node (the dearest spot one), not 15.
+            let mut types: Vec<Value> = assorted_entries().into_iter().take(5).collect();
+            types[0]["offerings"][0]["price_usd_per_hour"] = json!(0.001);
+            let spot = by_price(types.iter().filter(|e| is_spot(e)).cloned().collect());
+            c.catalog = Some(types);
+            c.pools.push(consolidation_pool("default", "100%"));
+            let n = spot_node_of(c, spot.last().unwrap());
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "cannot replace spot with spot if it is part of the 15 cheapest instance types.",
+        |c| {
+            let mut types: Vec<Value> = assorted_entries().into_iter().take(20).collect();
+            types[0]["offerings"][0]["price_usd_per_hour"] = json!(0.001);
+            let types = by_price(types);
+            let spot: Vec<Value> = types.iter().filter(|e| is_spot(e)).cloned().collect();
+            c.catalog = Some(types);
+            c.pools.push(consolidation_pool("default", "100%"));
+            let n = spot_node_of(c, &spot[1]);
+            candidate(c, &n, false)
+        },
+    );
+    add(
+        "spot to spot consolidation should order the instance types by price before enforcing minimum flexibility.",
+        |c| spot_truncation(c, None, 15),
+    );
+    add(
+        "spot to spot consolidation should consider the max of default and minimum number of instanceTypeOptions from minValues in requirement for truncation if minimum number of instanceTypeOptions from minValues in requirement is greater than 15.",
+        |c| spot_truncation(c, Some(16), 16),
+    );
+    add(
+        "spot to spot consolidation should consider the default for truncation if minimum number of instanceTypeOptions from minValues in requirement is less than 15.",
+        |c| spot_truncation(c, Some(10), 15),
+    );
+    // As Karpenter's table, both entries apply the spot node (the sixteenth spot type by
+    // price, so fewer than 16 types are cheaper) with minValues 16 for instance types: no
+    // replacement.
+    entries(
+        out,
+        [(
+            "Consolidation should fail if filterByPrice breaks the minimum requirement from the NodePools.",
+            |c, _spot| {
+                let types = assorted_entries();
+                let spot = by_price(types.iter().filter(|e| is_spot(e)).cloned().collect());
+                c.catalog = Some(types);
+                let mut pool = consolidation_pool("default", "100%");
+                pool["spec"]["template"]["spec"]["requirements"] = json!([{
+                    "key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": 16}]);
+                c.pools.push(pool);
+                let n = spot_node_of(c, &spot[15]);
+                candidate(c, &n, false)
+            },
+        )],
+    );
+}
+
+/// `consolidation_test.go`, `Preferences` and `MinValuesPolicy` (lines 4951–5145).
+fn consolidation_preferences(out: &mut Vec<Scenario>) {
+    let mut add = |it: &'static str, run: DisruptionBody| add_in(out, CONSOLIDATION, it, run);
+    add(
+        "should consolidate a node through deletion when ignoring preferences",
+        |c| {
+            // Two `leastExpensiveInstance` nodes of 5 CPUs; three `app: foo` pods that prefer
+            // not to share a host, two on the first node, one on the second.
+            c.pools.push(consolidation_pool("default", "100%"));
+            let mut s = cheapest("default", false);
+            s.cpu = "5";
+            let nodes = c.nodes(2, &s);
+            for n in [&nodes[0], &nodes[0], &nodes[1]] {
+                c.bind_pod(n, None, false, None, json!({}), json!({"app": "foo"}));
+                last_pod(c)["spec"]["affinity"] = json!({"podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1,
+                        "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {"app": "foo"}}}}]}});
+            }
+            c.flags = vec!["--preference-policy", "Ignore"];
+            let cmds = commands(c)?;
+            ensure(
+                cmds.len() == 1
+                    && cmds[0].0 == std::slice::from_ref(&nodes[1])
+                    && cmds[0].1.is_empty(),
+                format!(
+                    "commands {cmds:?}; Karpenter deletes {} and launches nothing",
+                    nodes[1]
+                ),
+            )
+        },
+    );
+    add(
+        "should consolidate a node through replacement when ignoring preferences",
+        |c| {
+            // The on-demand `mostExpensiveInstance` node; its pod prefers that very type.
+            c.pools.push(consolidation_pool("default", "100%"));
+            let s = expensive("default");
+            let n = c.node(&s);
+            c.bind_pod(&n, None, false, None, json!({}), json!({"app": "foo"}));
+            last_pod(c)["spec"]["affinity"] = json!({"nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1,
+                    "preference": {"matchExpressions": [{"key": "node.kubernetes.io/instance-type",
+                        "operator": "In", "values": [s.itype]}]}}]}});
+            c.flags = vec!["--preference-policy", "Ignore"];
+            replaced_by_another_type(c, &n, &s.itype)?;
+            c.flags.clear();
+            let cmds = commands(c)?;
+            ensure(
+                cmds.is_empty(),
+                format!("respecting preferences, commands {cmds:?}; Karpenter makes none"),
+            )
+        },
+    );
+    add(
+        "should not consolidate a node by relaxing min values when policy is set to BestEffort",
+        |c| {
+            // A NodePool asking for three instance types (minValues) where the cloud offers two:
+            // consolidation never lowers minValues, whatever the MinValuesPolicy (capstan's
+            // controller applies BestEffort to provisioning only; `consolidate` has no such flag).
+            let types: Vec<Value> = assorted_entries();
+            let names: Vec<Value> = types.iter().map(|e| e["name"].clone()).collect();
+            let keep = [
+                "1-cpu-1-mem-amd64-linux-test-zone-1-on-demand",
+                "64-cpu-128-mem-amd64-linux-test-zone-1-on-demand",
+            ];
+            c.catalog = Some(
+                types
+                    .into_iter()
+                    .filter(|e| keep.contains(&e["name"].as_str().unwrap()))
+                    .collect(),
+            );
+            let mut pool = consolidation_pool("nodepool-min-values", "100%");
+            pool["spec"]["weight"] = json!(100);
+            pool["spec"]["template"]["spec"]["requirements"] = json!([{
+                "key": "node.kubernetes.io/instance-type", "operator": "In", "values": names,
+                "minValues": 3}]);
+            c.pools.push(pool);
+            let mut s = expensive("nodepool-min-values");
+            s.cpu = "5";
+            let n = c.node(&s);
+            c.bind_pod(&n, None, false, None, json!({}), json!({}));
+            candidate(c, &n, false)
+        },
+    );
+}
+
+/// The reasons of the commands that disrupt `node`.
+fn reasons_for(c: &Cluster, node: &str) -> Result<Vec<String>, String> {
+    let v = c.consolidate()?;
+    Ok(v["commands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|cmd| {
+            cmd["candidates"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|n| n == node))
+        })
+        .map(|cmd| cmd["reason"].as_str().unwrap_or_default().to_string())
+        .collect())
+}
+
+/// Whether `consolidate` finds `node` drifted (a drift command for it) as Karpenter does.
+fn drift_found(c: &Cluster, node: &str, want: bool) -> Result<(), String> {
+    let reasons = reasons_for(c, node)?;
+    let got = reasons.iter().any(|r| r == "drifted");
+    ensure(
+        got == want,
+        format!(
+            "{node}: commands {reasons:?}; Karpenter finds it {}",
+            if want { "drifted" } else { "not drifted" }
+        ),
+    )
+}
+
+/// The NodeClaim drift suite's setup: one NodeClaim (and node) of the suite's instance type
+/// (100 CPUs, spot and on-demand in test-zone-1a), spot in test-zone-1a, launched; labels
+/// exactly those the test gives (none of the harness's arch and OS labels), the NodePool
+/// `default` with `requirements`, consolidation off (drift alone decides).
+fn drift_claim(c: &mut Cluster, requirements: Value, labels: &[(&str, &str)]) -> String {
+    let it = FakeType::new("drift-suite-type", "amd64", 100.0, 100.0)
+        .offering("spot", "test-zone-1a", 1.0)
+        .offering("on-demand", "test-zone-1a", 1.0);
+    c.catalog = Some(vec![it.entry()]);
+    let mut pool = drift_pool("default", "100%", "Never");
+    pool["spec"]["template"]["spec"]["requirements"] = requirements;
+    c.pools = vec![pool];
+    let mut s = cheapest("default", true);
+    s.itype = "drift-suite-type".into();
+    s.zone = "test-zone-1a";
+    s.consolidatable = None;
+    s.created = TWO_HOURS_AGO;
+    let n = c.node(&s);
+    let i = c.nodes.len() - 1;
+    for o in [&mut c.nodes[i], &mut c.claims[i]] {
+        let l = o["metadata"]["labels"].as_object_mut().unwrap();
+        l.remove("kubernetes.io/arch");
+        l.remove("kubernetes.io/os");
+        for (k, v) in labels {
+            l.insert(k.to_string(), json!(v));
+        }
+    }
+    n
+}
+
+const TWO_HOURS_AGO: &str = "2026-01-01T10:00:00Z";
+
+fn set_condition(claim: &mut Value, kind: &str, status: &str) {
+    let conds = claim["status"]["conditions"].as_array_mut().unwrap();
+    conds.retain(|c| c["type"] != kind);
+    conds.push(json!({"type": kind, "status": status, "reason": kind,
+        "lastTransitionTime": AN_HOUR_AGO}));
+}
+
+fn reqs(rs: &[(&str, &str, &[&str])]) -> Value {
+    Value::Array(rs.iter().map(|(k, op, vs)| req(k, op, vs)).collect())
+}
+
+/// `pkg/controllers/nodeclaim/disruption/drift_test.go`: when a NodeClaim is drifted, as the
+/// drift command `consolidate` makes (or does not) for its node shows it.
+fn nodeclaim_drift(out: &mut Vec<Scenario>) {
+    let mut add = |it: &'static str, run: DisruptionBody| add_in(out, NODECLAIM_DRIFT, it, run);
+    add("should detect drift", |c| {
+        // The cloud provider's verdict (`cp.Drifted`), as a snapshot carries it: the
+        // launched NodeClaim's Drifted condition.
+        let n = drift_claim(c, json!([]), &[]);
+        set_condition(&mut c.claims[0], "Drifted", "True");
+        drift_found(c, &n, true)
+    });
+    add(
+        "should detect stale instance type drift if the instance type label doesn't exist",
+        |c| {
+            let n = drift_claim(c, json!([]), &[]);
+            for o in [&mut c.nodes[0], &mut c.claims[0]] {
+                o["metadata"]["labels"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("node.kubernetes.io/instance-type");
+            }
+            drift_found(c, &n, true)
+        },
+    );
+    add(
+        "should detect stale instance type drift if the instance type doesn't exist",
+        |c| {
+            let n = drift_claim(c, json!([]), &[]);
+            // The cloud lists no type of that name any more.
+            let other = FakeType::new("another-type", "amd64", 100.0, 100.0).offering(
+                "spot",
+                "test-zone-1a",
+                1.0,
+            );
+            c.catalog = Some(vec![other.entry()]);
+            drift_found(c, &n, true)
+        },
+    );
+    add(
+        "should detect stale instance type drift if the instance type offerings doesn't exist",
+        |c| {
+            let n = drift_claim(c, json!([]), &[]);
+            let bare = FakeType::new("drift-suite-type", "amd64", 100.0, 100.0);
+            c.catalog = Some(vec![bare.entry()]);
+            drift_found(c, &n, true)
+        },
+    );
+    add(
+        "should detect stale instance type drift if the instance type offerings aren't compatible with the nodeclaim",
+        |c| {
+            let n = drift_claim(c, json!([]), &[]);
+            let elsewhere = FakeType::new("drift-suite-type", "amd64", 100.0, 100.0)
+                .offering("spot", "zone-x7rq2", 1.0)
+                .offering("on-demand", "zone-x7rq2", 1.0);
+            c.catalog = Some(vec![elsewhere.entry()]);
+            drift_found(c, &n, true)
+        },
+    );
+    for (it, status) in [
+        (
+            "should remove the status condition from the nodeClaim when the nodeClaim launch condition is unknown",
+            "Unknown",
+        ),
+        (
+            "should remove the status condition from the nodeClaim when the nodeClaim launch condition is false",
+            "False",
+        ),
+    ] {
+        out.push(Scenario {
+            file: NODECLAIM_DRIFT,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let c = &mut Cluster::new(dir);
+                let n = drift_claim(c, json!([]), &[]);
+                set_condition(&mut c.claims[0], "Drifted", "True");
+                set_condition(&mut c.claims[0], "Launched", status);
+                drift_found(c, &n, false)
+            }),
+        });
+    }
+    out.push(Scenario {
+        file: NODECLAIM_DRIFT,
+        it: "should not detect drift if the nodePool does not exist",
+        run: Box::new(|dir: &PathBuf| {
+            let c = &mut Cluster::new(dir);
+            let n = drift_claim(c, json!([]), &[]);
+            set_condition(&mut c.claims[0], "Drifted", "True");
+            c.pools[0]["metadata"]["name"] = json!("another-nodepool");
+            drift_found(c, &n, false)
+        }),
+    });
+    // NodeRequirement Drift: the NodeClaim is not drifted under the old requirements; is it
+    // under the new ones?
+    type Reqs = &'static [(&'static str, &'static str, &'static [&'static str])];
+    const CT: &str = "karpenter.sh/capacity-type";
+    const OS: &str = "kubernetes.io/os";
+    const ARCH: &str = "kubernetes.io/arch";
+    type Labels = &'static [(&'static str, &'static str)];
+    let table: [(&'static str, Reqs, Reqs, Labels, bool); 8] = [
+        (
+            "should return drifted if the nodePool node requirement is updated",
+            &[
+                (CT, "In", &["on-demand"]),
+                (ARCH, "In", &["amd64"]),
+                (OS, "In", &["linux"]),
+            ],
+            &[(CT, "In", &["spot"])],
+            &[(CT, "on-demand"), (ARCH, "amd64"), (OS, "linux")],
+            true,
+        ),
+        (
+            "should return drifted if a new node requirement is added",
+            &[(CT, "In", &["on-demand"]), (OS, "In", &["linux"])],
+            &[
+                (CT, "In", &["on-demand"]),
+                (OS, "In", &["linux"]),
+                (ARCH, "In", &["amd64"]),
+            ],
+            &[(CT, "on-demand"), (OS, "linux")],
+            true,
+        ),
+        (
+            "should return drifted if a node requirement is reduced",
+            &[
+                (CT, "In", &["on-demand"]),
+                (OS, "In", &["linux", "windows"]),
+            ],
+            &[(CT, "In", &["on-demand"]), (OS, "In", &["windows"])],
+            &[(CT, "on-demand"), (OS, "linux")],
+            true,
+        ),
+        (
+            "should not return drifted if a node requirement is expanded",
+            &[(CT, "In", &["on-demand"]), (OS, "In", &["linux"])],
+            &[
+                (CT, "In", &["on-demand"]),
+                (OS, "In", &["linux", "windows"]),
+            ],
+            &[(CT, "on-demand"), (OS, "linux")],
+            false,
+        ),
+        (
+            "should not return drifted if a node requirement set to Exists",
+            &[(CT, "In", &["on-demand"]), (OS, "In", &["linux"])],
+            &[(CT, "In", &["on-demand"]), (OS, "Exists", &[])],
+            &[(CT, "on-demand"), (OS, "linux")],
+            false,
+        ),
+        (
+            "should return drifted if a node requirement set to DoesNotExists",
+            &[(CT, "In", &["on-demand"]), (OS, "In", &["linux"])],
+            &[(CT, "In", &["on-demand"]), (OS, "DoesNotExist", &[])],
+            &[(CT, "on-demand"), (OS, "linux")],
+            true,
+        ),
+        (
+            "should not return drifted if a nodeClaim is greater then node requirement",
+            &[(CT, "In", &["on-demand"]), ("test-label", "Gt", &["2"])],
+            &[(CT, "In", &["on-demand"]), ("test-label", "Gt", &["10"])],
+            &[(CT, "on-demand"), ("test-label", "5")],
+            true,
+        ),
+        (
+            "should not return drifted if a nodeClaim is less then node requirement",
+            &[(CT, "In", &["on-demand"]), ("test-label", "Lt", &["5"])],
+            &[(CT, "In", &["on-demand"]), ("test-label", "Lt", &["1"])],
+            &[(CT, "on-demand"), ("test-label", "2")],
+            true,
+        ),
+    ];
+    for (it, old, new, labels, drifted) in table {
+        out.push(Scenario {
+            file: NODECLAIM_DRIFT,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let c = &mut Cluster::new(dir);
+                let n = drift_claim(c, reqs(old), labels);
+                drift_found(c, &n, false)
+                    .map_err(|e| format!("under the old requirements: {e}"))?;
+                c.pools[0]["spec"]["template"]["spec"]["requirements"] = reqs(new);
+                drift_found(c, &n, drifted)
+            }),
+        });
+    }
+    out.push(Scenario {
+        file: NODECLAIM_DRIFT,
+        it: "should return drifted only on NodeClaims that are drifted from an updated nodePool",
+        run: Box::new(|dir: &PathBuf| {
+            let c = &mut Cluster::new(dir);
+            let both: Reqs = &[
+                (CT, "In", &["on-demand"]),
+                (OS, "In", &["linux", "windows"]),
+            ];
+            let one = drift_claim(c, reqs(both), &[(CT, "on-demand"), (OS, "linux")]);
+            let mut s = cheapest("default", false);
+            s.itype = "drift-suite-type".into();
+            s.zone = "test-zone-1a";
+            s.consolidatable = None;
+            s.created = TWO_HOURS_AGO;
+            let two = c.node(&s);
+            for o in [&mut c.nodes[1], &mut c.claims[1]] {
+                o["metadata"]["labels"][OS] = json!("windows");
+                o["metadata"]["labels"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove(ARCH);
+            }
+            drift_found(c, &one, false)?;
+            drift_found(c, &two, false)?;
+            // Windows removed.
+            c.pools[0]["spec"]["template"]["spec"]["requirements"] =
+                reqs(&[(CT, "In", &["on-demand"]), (OS, "In", &["linux"])]);
+            drift_found(c, &one, false)?;
+            drift_found(c, &two, true)
+        }),
+    });
+}
+
+/// `pkg/controllers/nodeclaim/expiration/suite_test.go`: a NodeClaim of NodePool `default`
+/// with its own `spec.expireAfter`, as the expiry command `consolidate` makes (or does not)
+/// shows it.
+fn expiration(out: &mut Vec<Scenario>) {
+    // (It, the claim's expireAfter, its age, whether Karpenter expires it)
+    let cases: [(&'static str, &'static str, &'static str, bool); 4] = [
+        (
+            "should remove nodeclaims that are expired",
+            "30s",
+            "2026-01-01T11:59:00Z",
+            true,
+        ),
+        (
+            "should not remove the NodeClaims when expiration is disabled",
+            "Never",
+            NOW,
+            false,
+        ),
+        (
+            "should not remove non-expired NodeClaims",
+            "200s",
+            NOW,
+            false,
+        ),
+        (
+            "should delete NodeClaims if the nodeClaim is expired but the node isn't",
+            "30s",
+            "2026-01-01T11:59:00Z",
+            true,
+        ),
+    ];
+    for (it, expire_after, claim_created, want) in cases {
+        out.push(Scenario {
+            file: EXPIRATION,
+            it,
+            run: Box::new(move |dir: &PathBuf| {
+                let c = &mut Cluster::new(dir);
+                // test.NodePool(): Karpenter's defaults (expireAfter 720h among them).
+                c.pools = vec![nodepool("default", vec![])];
+                let mut s = cheapest("default", false);
+                s.created = claim_created;
+                let n = c.node(&s);
+                c.claims[0]["spec"]["expireAfter"] = json!(expire_after);
+                if it.contains("but the node isn't") {
+                    c.nodes[0]["metadata"]["creationTimestamp"] = json!(NOW);
+                }
+                let reasons = reasons_for(c, &n)?;
+                let got = reasons.iter().any(|r| r == "expired");
+                ensure(
+                    got == want,
+                    format!(
+                        "commands {reasons:?}; Karpenter {} it",
+                        if want { "expires" } else { "does not expire" }
+                    ),
+                )
             }),
         });
     }

@@ -26,6 +26,24 @@ const KNOWN_GAPS: &[(&str, &str, &str)] = &[];
 const DIFFERENCES: &[(&str, &str, &str)] = &[
     (
         disruption::SUITE,
+        "should allow multiple replace operations to happen successively",
+        "capstan's first pass starts all three replacements the budget allows (each pod's \
+         partition gets its own NodeClaim); Karpenter starts one drift command a pass, three \
+         after three passes; with three in flight neither starts a fourth. The drift pacing \
+         difference below (budgets are the pacing control; disrupt test \
+         with_a_budget_of_one_drift_takes_empty_nodes_first_then_the_earliest_drifted)",
+    ),
+    (
+        disruption::NODECLAIM_DRIFT,
+        "should return drifted if a new node requirement is added",
+        "the test's NodeClaim has no kubernetes.io/arch label, which no real node lacks (the \
+         kubelet sets it); capstan does not drift a node for a well-known label it lacks — its \
+         instance type defines none, so a replacement would lack it too (ARCHITECTURE.md, \
+         requirement drift; disrupt test \
+         requirement_drift_hits_only_nodes_that_no_longer_satisfy_the_requirements)",
+    ),
+    (
+        disruption::SUITE,
         "should not consider candidates that has just a Node representation",
         "`capstan consolidate` given a snapshot with no NodeClaim at all reads each node on its \
          own (a `kubectl get nodes` recording carries none; the what-if command's \
