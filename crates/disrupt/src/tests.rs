@@ -1511,3 +1511,40 @@ fn a_nodeclaims_own_expire_after_overrides_its_nodepools() {
         assert_eq!(expired, want, "{own:?}: {r:#?}");
     }
 }
+
+#[test]
+fn the_preference_policy_ignore_lets_a_pod_that_prefers_its_dear_type_move() {
+    // An m7i.4xlarge node whose small pod prefers m7i.4xlarge (Karpenter's Preferences
+    // context): respected, the replacement would be the same type, no cheaper — nothing to
+    // do; ignored (`--preference-policy Ignore`), a cheaper node replaces it.
+    let t = types();
+    let np = pool(json!({}));
+    let mut p = pod("p1", "big", 500, 512);
+    p.preferred_terms.push(capstan_model::pod::Weighted {
+        weight: 1,
+        term: [capstan_model::Requirement::in_values(
+            labels::INSTANCE_TYPE,
+            ["m7i.4xlarge"],
+        )]
+        .into_iter()
+        .collect(),
+    });
+    let pods = [Arc::new(p)];
+    for (ignore, want) in [(false, 0), (true, 1)] {
+        let r = evaluate(Input {
+            nodes: &[node("big", "m7i.4xlarge", 1.0, &t)],
+            pods: &pods,
+            pdbs: &[],
+            nodepools: std::slice::from_ref(&np),
+            instance_types: &t,
+            daemonsets: &[],
+            now: NOW,
+            spot_to_spot: false,
+            ignore_preferences: ignore,
+        });
+        assert_eq!(r.commands.len(), want, "ignore {ignore}: {r:#?}");
+        if let Some(c) = r.commands.first() {
+            assert_ne!(t[c.replacements[0].instance_type].name, "m7i.4xlarge");
+        }
+    }
+}
