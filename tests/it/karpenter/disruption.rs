@@ -2940,12 +2940,7 @@ fn drift_claim(c: &mut Cluster, requirements: Value, labels: &[(&str, &str)]) ->
     let mut pool = drift_pool("default", "100%", "Never");
     pool["spec"]["template"]["spec"]["requirements"] = requirements;
     c.pools = vec![pool];
-    let mut s = cheapest("default", true);
-    s.itype = "drift-suite-type".into();
-    s.zone = "test-zone-1a";
-    s.consolidatable = None;
-    s.created = TWO_HOURS_AGO;
-    let n = c.node(&s);
+    let n = c.node(&drift_suite_node(true));
     let i = c.nodes.len() - 1;
     for o in [&mut c.nodes[i], &mut c.claims[i]] {
         let l = o["metadata"]["labels"].as_object_mut().unwrap();
@@ -2959,6 +2954,16 @@ fn drift_claim(c: &mut Cluster, requirements: Value, labels: &[(&str, &str)]) ->
 }
 
 const TWO_HOURS_AGO: &str = "2026-01-01T10:00:00Z";
+
+/// A node of the NodeClaim drift suite's instance type in test-zone-1a, two hours old.
+fn drift_suite_node(spot: bool) -> NodeSpec {
+    let mut s = cheapest("default", spot);
+    s.itype = "drift-suite-type".into();
+    s.zone = "test-zone-1a";
+    s.consolidatable = None;
+    s.created = TWO_HOURS_AGO;
+    s
+}
 
 fn set_condition(claim: &mut Value, kind: &str, status: &str) {
     let conds = claim["status"]["conditions"].as_array_mut().unwrap();
@@ -3165,12 +3170,7 @@ fn nodeclaim_drift(out: &mut Vec<Scenario>) {
                 (OS, "In", &["linux", "windows"]),
             ];
             let one = drift_claim(c, reqs(both), &[(CT, "on-demand"), (OS, "linux")]);
-            let mut s = cheapest("default", false);
-            s.itype = "drift-suite-type".into();
-            s.zone = "test-zone-1a";
-            s.consolidatable = None;
-            s.created = TWO_HOURS_AGO;
-            let two = c.node(&s);
+            let two = c.node(&drift_suite_node(false));
             for o in [&mut c.nodes[1], &mut c.claims[1]] {
                 o["metadata"]["labels"][OS] = json!("windows");
                 o["metadata"]["labels"]
