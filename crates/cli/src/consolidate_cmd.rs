@@ -56,8 +56,13 @@ pub fn read(cluster: &str, pdb_files: &[String], catalog: &Catalog) -> Result<Cl
         .nodeclaims
         .iter()
         .map(|o| {
-            NodeClaim::from_object(o, 0.0)
-                .map_err(|e| InputError(format!("{cluster}: NodeClaim {}: {e}", o.metadata.name)))
+            let bad =
+                |e: String| InputError(format!("{cluster}: NodeClaim {}: {e}", o.metadata.name));
+            if let Some(e) = &o.spec.expire_after {
+                capstan_model::time::parse_duration(e)
+                    .map_err(|err| bad(format!("spec.expireAfter {e:?}: {err}")))?;
+            }
+            NodeClaim::from_object(o, 0.0).map_err(|e| bad(e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let nodes = objs
@@ -123,14 +128,14 @@ fn with_claim(info: &mut NodeInfo, objects: &[NodeClaimObject], claims: &[NodeCl
     };
     // The claim's own expireAfter (a Karpenter NodeClaim's, copied from its NodePool at
     // launch) is the one that applies.
-    if let Some(e) = &o.spec.expire_after {
-        match capstan_model::time::parse_duration(e) {
-            Ok(v) => info.expire_after = Some(v),
-            Err(err) => tracing::warn!(
-                "NodeClaim {}: spec.expireAfter {e:?}: {err}: its NodePool's applies",
-                o.metadata.name
-            ),
-        }
+    // (read_cluster refused a value that does not parse.)
+    if let Some(v) = o
+        .spec
+        .expire_after
+        .as_deref()
+        .and_then(|e| capstan_model::time::parse_duration(e).ok())
+    {
+        info.expire_after = Some(v);
     }
     // Drift is the verdict of a launched claim only (Karpenter clears it otherwise).
     if let Some(c) = o
