@@ -413,7 +413,7 @@ fn bad_files_for_every_command_that_reads_one_exit_2_with_one_line_and_never_pan
         (vec!["plan", "--catalog"], vec!["--pods", none], "{\"instance_types\": [{\"name\": 1}]}".into()),
         (vec!["consolidate", "--cluster"], vec![], garbage.clone()),
         (vec!["consolidate", "--cluster"], vec![], "".into()),
-        (vec!["consolidate", "--cluster"], vec![], "{\"kind\": \"List\", \"items\": [{\"apiVersion\": \"karpenter.sh/v1\", \"kind\": \"NodeClaim\", \"metadata\": {\"name\": \"c\"}, \"spec\": {\"expireAfter\": \"soon\"}}]}".into()),
+        (vec!["consolidate", "--cluster"], vec![], "{\"kind\": \"List\", \"items\": [{\"apiVersion\": \"v1\", \"kind\": \"Node\", \"metadata\": {\"name\": \"n\"}}, {\"apiVersion\": \"karpenter.sh/v1\", \"kind\": \"NodeClaim\", \"metadata\": {\"name\": \"c\"}, \"spec\": {\"expireAfter\": \"soon\"}}]}".into()),
         (vec!["simulate", "--scenario"], vec!["--out", "/tmp/capstan-it-bad-scenario"], garbage.clone()),
         (vec!["simulate", "--scenario"], vec!["--out", "/tmp/capstan-it-bad-scenario"], "name: x\nduration: forever\n".into()),
         (vec!["hpa", "decide"], vec![], garbage.clone()),
