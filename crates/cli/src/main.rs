@@ -304,6 +304,26 @@ enum BenchCommand {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// The scale curve: the 1,000-node day (`large.yaml`) scaled to each node count, each run
+    /// in a process of its own (so each peak RSS is its own): wall, simulated seconds per wall
+    /// second, peak nodes, pods and memory, and the slowest controller step that planned and
+    /// that evaluated disruption.
+    Scale {
+        /// Node counts; repeat for several rows (the scenario is `large.yaml` times N/1000).
+        #[arg(long = "nodes", default_values_t = vec![1000usize, 2000, 5000, 10000])]
+        nodes: Vec<usize>,
+        /// Simulate only this much of each day (`2h`); default: the whole day.
+        #[arg(long)]
+        duration: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print the scenario for this node count instead of running anything
+        /// (`--print-scenario 10000` is `crates/sim/scenarios/xlarge.yaml`).
+        #[arg(long = "print-scenario")]
+        print_scenario: Option<usize>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// One full disruption evaluation of a synthetic cluster (N nodes, ~P pods each).
     Disruption {
         #[arg(long, default_value_t = 1000)]
@@ -775,6 +795,10 @@ fn bench_simulate(scenario: Option<&str>, seed: u64, output: Output) -> Result<(
         "peak_nodes": s.peak_nodes,
         "peak_pods": s.peak_pods,
         "peak_rss_mib": sc::peak_rss_mib(),
+        "controller_steps": o.passes.steps,
+        "controller_seconds": (o.passes.seconds * 1000.0).round() / 1000.0,
+        "slowest_plan": o.passes.slowest_plan,
+        "slowest_evaluation": o.passes.slowest_evaluation,
     });
     match output {
         Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&row)?)),
@@ -786,6 +810,116 @@ fn bench_simulate(scenario: Option<&str>, seed: u64, output: Output) -> Result<(
                 .map(|(k, v)| vec![k.clone(), v.to_string()])
                 .collect();
             emit(&table::render(&["FIELD", "VALUE"], &rows))
+        }
+    }
+}
+
+/// `large.yaml` scaled to `nodes` nodes (named for them), optionally cut to `duration`.
+fn scaled_scenario(nodes: usize, duration: Option<&str>) -> Result<String> {
+    use capstan_sim::scenario;
+    if nodes == 0 {
+        return Err(InputError("--nodes must be positive".into()).into());
+    }
+    let name = match nodes {
+        10_000 => "xlarge-10000-nodes".to_string(),
+        n => format!("large-{n}-nodes"),
+    };
+    let mut text = scenario::scaled(scenario::LARGE, nodes as f64 / 1000.0, &name)
+        .map_err(|e| anyhow::anyhow!("scaling large.yaml: {e}"))?;
+    if let Some(d) = duration {
+        scenario::seconds(d).map_err(|e| InputError(format!("--duration: {e}")))?;
+        let mut doc: serde_yaml::Value = serde_yaml::from_str(&text)?;
+        doc["duration"] = serde_yaml::Value::String(d.to_string());
+        text = serde_yaml::to_string(&doc)?;
+    }
+    if nodes == 10_000 && duration.is_none() {
+        text = format!(
+            "# The 1,000-node day ten times larger: 10,000+ nodes and 300,000+ pods at peak. Written by\n\
+             # `capstan bench scale --print-scenario 10000` (large.yaml scaled by 10); a test keeps\n\
+             # the two in step. `capstan bench scale` runs it for the scale curve.\n{text}"
+        );
+    }
+    Ok(text)
+}
+
+/// Runs `capstan bench simulate` on each size's scenario in a child process.
+fn bench_scale(nodes: &[usize], duration: Option<&str>, seed: u64, output: Output) -> Result<()> {
+    let exe = std::env::current_exe()?;
+    let dir = std::env::temp_dir().join(format!("capstan-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut rows = Vec::new();
+    for &n in nodes {
+        let path = dir.join(format!("scale-{n}.yaml"));
+        std::fs::write(&path, scaled_scenario(n, duration)?)?;
+        eprintln!("simulating {n} nodes…");
+        let out = std::process::Command::new(&exe)
+            .args(["bench", "simulate", "--output", "json", "--seed"])
+            .arg(seed.to_string())
+            .arg("--scenario")
+            .arg(&path)
+            .stderr(std::process::Stdio::inherit())
+            .output()?;
+        if !out.status.success() {
+            anyhow::bail!("the {n}-node run failed ({})", out.status);
+        }
+        let mut row: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        row["nodes"] = n.into();
+        rows.push(row);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    let first_wall = rows
+        .first()
+        .and_then(|r| r["wall_seconds"].as_f64())
+        .unwrap_or(0.0);
+    for r in &mut rows {
+        let wall = r["wall_seconds"].as_f64().unwrap_or(0.0);
+        r["wall_vs_first"] = (((wall / first_wall.max(1e-9)) * 100.0).round() / 100.0).into();
+    }
+    match output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&rows)?)),
+        Output::Table => {
+            let pass = |p: &serde_json::Value| match p.as_object() {
+                Some(_) => format!(
+                    "{:.3} s ({} at {} nodes/{} pods)",
+                    p["seconds"].as_f64().unwrap_or(0.0),
+                    p["work"],
+                    p["nodes"],
+                    p["pods"]
+                ),
+                None => "-".into(),
+            };
+            let cells: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        r["nodes"].to_string(),
+                        r["peak_nodes"].to_string(),
+                        r["peak_pods"].to_string(),
+                        fixed(r["wall_seconds"].as_f64().unwrap_or(0.0), 1),
+                        format!("{}×", r["wall_vs_first"]),
+                        r["simulated_per_wall_second"].to_string(),
+                        r["peak_rss_mib"].to_string(),
+                        fixed(r["controller_seconds"].as_f64().unwrap_or(0.0), 1),
+                        pass(&r["slowest_plan"]),
+                        pass(&r["slowest_evaluation"]),
+                    ]
+                })
+                .collect();
+            emit(&table::render(
+                &[
+                    "NODES",
+                    "PEAK NODES",
+                    "PEAK PODS",
+                    "WALL S",
+                    "VS FIRST",
+                    "SIM S/WALL S",
+                    "PEAK MIB",
+                    "CONTROLLER S",
+                    "SLOWEST PLAN (PODS)",
+                    "SLOWEST EVALUATION (NODES)",
+                ],
+                &cells,
+            ))
         }
     }
 }
@@ -1240,6 +1374,16 @@ fn main() -> ExitCode {
                 seed,
                 output,
             } => bench_simulate(scenario.as_deref(), seed, output),
+            BenchCommand::Scale {
+                nodes,
+                duration,
+                seed,
+                print_scenario,
+                output,
+            } => match print_scenario {
+                Some(n) => scaled_scenario(n, duration.as_deref()).and_then(|t| emit(&t)),
+                None => bench_scale(&nodes, duration.as_deref(), seed, output),
+            },
             BenchCommand::Disruption {
                 nodes,
                 pods_per_node,

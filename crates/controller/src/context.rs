@@ -67,6 +67,19 @@ pub(crate) struct Shared {
     /// The Ready condition last written for each NodePool (ready, why not).
     pub pool_ready: BTreeMap<String, (bool, String, Vec<String>)>,
     pub metrics: crate::metrics::Metrics,
+    /// What the current step did that grows with the cluster (read by the scale benchmark).
+    pub work: PassWork,
+}
+
+/// The parts of a controller step whose cost grows with the cluster: the provisioner's plan
+/// and the disruption engine's evaluation. The simulator times each step and reads this to
+/// say what the time was spent on; nothing decides from it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassWork {
+    /// Pods the provisioner planned (pending, and moving off deleting nodes), if it planned.
+    pub planned: Option<usize>,
+    /// Nodes the disruption engine evaluated, if it evaluated.
+    pub evaluated: Option<usize>,
 }
 
 impl Shared {
@@ -86,6 +99,7 @@ impl Shared {
             reported: BTreeSet::new(),
             pool_ready: BTreeMap::new(),
             metrics: crate::metrics::Metrics::new(),
+            work: PassWork::default(),
         }
     }
 }

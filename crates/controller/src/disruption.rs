@@ -245,6 +245,7 @@ impl Disruption {
         }
         let types = instance_types(cx, now).await;
         let d = inputs(cx, &types);
+        cx.s.work.evaluated = Some(d.nodes.len());
         let started = cx.clock.now();
         let eval = capstan_disrupt::evaluate(d.input(&types, cx.config.epoch_unix + now));
         cx.s.metrics.evaluated(

@@ -48,7 +48,7 @@ pub use api::{
     Write,
 };
 pub use cache::Cache;
-pub use context::WriteStats;
+pub use context::{PassWork, WriteStats};
 pub use launch::jittered_backoff;
 pub use memory::{ApiClient, InMemoryApi};
 pub use metrics::Metrics;
@@ -350,6 +350,11 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
     /// Writes attempted, refused and failed, by kind of write.
     pub fn write_stats(&self) -> &WriteStats {
         &self.shared.stats
+    }
+
+    /// What the steps since the last call planned and evaluated (see [`PassWork`]).
+    pub fn take_work(&mut self) -> PassWork {
+        std::mem::take(&mut self.shared.work)
     }
 
     /// What the controller did since the last call.

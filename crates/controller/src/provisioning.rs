@@ -404,6 +404,7 @@ impl Provisioner {
             })
             .collect();
         let planning = cx.clock.now();
+        cx.s.work.planned = Some(pending.len());
         let snapshot = snapshot(cx, &types, &pending, &moving);
         let input = SolveInput {
             snapshot: &snapshot,
@@ -547,9 +548,26 @@ pub(crate) fn provisionable(cache: &Cache, config: &Config) -> BTreeSet<String> 
 pub(crate) fn moving(cache: &Cache, config: &Config, now: f64) -> BTreeSet<String> {
     let wall = config.epoch_unix + now;
     let pdbs: Vec<&capstan_model::pdb::Pdb> = cache.pdbs().map(|b| &**b).collect();
+    // A node's claim is the one its provider id indexes (`Cache::claim_of_node`): the provider
+    // ids of the (few) deleting claims, rather than a claim looked up for every node.
+    let going: BTreeSet<&str> = cache
+        .claims()
+        .filter(|c| c.deleting())
+        .filter_map(|c| c.status.provider_id.as_deref())
+        .filter(|p| {
+            cache
+                .claim_by_provider(p)
+                .and_then(|c| cache.claim(c))
+                .is_some_and(|c| c.deleting())
+        })
+        .collect();
     cache
         .nodes()
-        .filter(|n| n.deleting || cache.claim_of_node(n).is_some_and(|c| c.deleting()))
+        .filter(|n| {
+            n.deleting
+                || (!going.is_empty()
+                    && n.provider_id.as_deref().is_some_and(|p| going.contains(p)))
+        })
         .flat_map(|n| cache.pods_on(&n.name))
         .filter(|p| {
             p.priority >= config.expendable_priority_cutoff

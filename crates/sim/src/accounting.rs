@@ -342,6 +342,7 @@ impl Sim {
             workloads: self.workloads.iter().map(|w| w.spec.name.clone()).collect(),
             samples: std::mem::take(&mut self.samples),
             events: std::mem::take(&mut self.events),
+            passes: std::mem::take(&mut self.passes),
         }
     }
 

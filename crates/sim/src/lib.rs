@@ -152,6 +152,52 @@ pub struct Outcome {
     pub workloads: Vec<String>,
     pub samples: Vec<Sample>,
     pub events: Vec<TimelineEvent>,
+    /// Wall-clock cost of the controller's steps (not in `summary.json`: not reproducible).
+    pub passes: Passes,
+}
+
+/// The wall time the controller processes spent in their steps, and the slowest step that
+/// planned and the slowest that ran a disruption evaluation, with the cluster's size then:
+/// the scale benchmark's "one controller pass".
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Passes {
+    pub steps: u64,
+    pub seconds: f64,
+    pub slowest_plan: Option<Pass>,
+    pub slowest_evaluation: Option<Pass>,
+}
+
+/// One timed controller step.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Pass {
+    /// Simulated second it ran at.
+    pub at: f64,
+    pub seconds: f64,
+    /// Pods planned (a planning step) or nodes evaluated (an evaluation step).
+    pub work: usize,
+    pub nodes: usize,
+    pub pods: usize,
+}
+
+impl Passes {
+    fn record(&mut self, at: f64, seconds: f64, work: capstan_controller::PassWork, view: &Cache) {
+        self.steps += 1;
+        self.seconds += seconds;
+        let slower = |p: &Option<Pass>| p.is_none_or(|p| seconds > p.seconds);
+        let pass = |work| Pass {
+            at,
+            seconds,
+            work,
+            nodes: view.nodes().count(),
+            pods: view.pods().count(),
+        };
+        if let Some(n) = work.planned.filter(|_| slower(&self.slowest_plan)) {
+            self.slowest_plan = Some(pass(n));
+        }
+        if let Some(n) = work.evaluated.filter(|_| slower(&self.slowest_evaluation)) {
+            self.slowest_evaluation = Some(pass(n));
+        }
+    }
 }
 
 type Ctl = Controller<ApiClient, SimCloud>;
@@ -203,6 +249,7 @@ struct Sim {
     doomed_nodes: BTreeSet<String>,
     /// Claims already counted as launched twice.
     double_launched: BTreeSet<String>,
+    passes: Passes,
 }
 
 /// Runs a scenario to the end.
@@ -311,6 +358,7 @@ impl Sim {
             capacity_back_at: 0.0,
             doomed_nodes: BTreeSet::new(),
             double_launched: BTreeSet::new(),
+            passes: Passes::default(),
             opts,
             sc,
         };
@@ -415,7 +463,10 @@ impl Sim {
             if stale {
                 c.step_after_freeze().await;
             }
+            let started = std::time::Instant::now();
             c.step().await;
+            let wall = started.elapsed().as_secs_f64();
+            self.passes.record(now, wall, c.take_work(), &self.view);
             let records = c.take_records();
             self.controllers[i] = Some(c);
             for r in records {

@@ -109,6 +109,82 @@ pub const DEFAULT: &str = include_str!("../scenarios/default.yaml");
 pub const FAULTS: &str = include_str!("../scenarios/faults.yaml");
 /// A 1,000-node day (30,000+ pods at peak), for the scale benchmark.
 pub const LARGE: &str = include_str!("../scenarios/large.yaml");
+/// The 1,000-node day ten times larger (10,000+ nodes, 300,000+ pods at peak): [`scaled`]
+/// from [`LARGE`] by 10, kept in step with it by a test.
+pub const XLARGE: &str = include_str!("../scenarios/xlarge.yaml");
+
+/// The same scenario `factor` times larger: traffic, every workload's replica bounds and fixed
+/// replicas, NodePool limits, the fake cloud's capacity per pool and its API rate and burst are
+/// multiplied; the shape (pods per node, services, curve, timings) stays. The scale benchmark's
+/// curve is `LARGE` scaled. Returns the scenario's YAML, named `name`.
+pub fn scaled(text: &str, factor: f64, name: &str) -> Result<String, String> {
+    use serde_yaml::Value;
+    fn times(v: &mut Value, factor: f64, at: &str) -> Result<(), String> {
+        let scaled = |x: f64| (x * factor).round();
+        *v = match &*v {
+            Value::Number(n) if n.is_u64() || n.is_i64() => {
+                Value::Number((scaled(n.as_f64().unwrap_or(0.0)) as i64).into())
+            }
+            Value::Number(n) => Value::Number((n.as_f64().unwrap_or(0.0) * factor).into()),
+            // Quantities: a number and a unit suffix ("40000", "160Ti").
+            Value::String(s) => {
+                let digits = s
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(s.len());
+                let x: f64 = s[..digits]
+                    .parse()
+                    .map_err(|_| format!("{at}: {s:?} is not a plain quantity"))?;
+                Value::String(format!("{}{}", scaled(x), &s[digits..]))
+            }
+            _ => return Err(format!("{at}: not a number")),
+        };
+        Ok(())
+    }
+    fn at<'a>(v: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
+        path.iter().try_fold(v, |v, k| v.get_mut(*k))
+    }
+    if !(factor.is_finite() && factor > 0.0) {
+        return Err(format!("the factor {factor} is not a positive number"));
+    }
+    let mut doc: Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    doc["name"] = Value::String(name.to_string());
+    for path in [
+        &["traffic", "baseRps"][..],
+        &["traffic", "peakRps"],
+        &["cloud", "capacity", "perPool"],
+        &["cloud", "api", "ratePerSecond"],
+        &["cloud", "api", "burst"],
+    ] {
+        if let Some(v) = at(&mut doc, path) {
+            times(v, factor, &path.join("."))?;
+        }
+    }
+    if let Some(Value::Sequence(pools)) = doc.get_mut("nodePools") {
+        for (i, p) in pools.iter_mut().enumerate() {
+            if let Some(Value::Mapping(limits)) = at(p, &["spec", "limits"]) {
+                for (k, v) in limits.iter_mut() {
+                    let key = k.as_str().unwrap_or("?");
+                    times(v, factor, &format!("nodePools[{i}].spec.limits.{key}"))?;
+                }
+            }
+        }
+    }
+    if let Some(Value::Sequence(ws)) = doc.get_mut("workloads") {
+        for (i, w) in ws.iter_mut().enumerate() {
+            for path in [
+                &["replicas"][..],
+                &["hpa", "minReplicas"],
+                &["hpa", "maxReplicas"],
+                &["queue", "maxReplicas"],
+            ] {
+                if let Some(v) = at(w, path) {
+                    times(v, factor, &format!("workloads[{i}].{}", path.join(".")))?;
+                }
+            }
+        }
+    }
+    serde_yaml::to_string(&doc).map_err(|e| e.to_string())
+}
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -529,8 +605,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_committed_xlarge_scenario_is_the_large_one_scaled_by_ten() {
+        let want: serde_yaml::Value =
+            serde_yaml::from_str(&scaled(LARGE, 10.0, "xlarge-10000-nodes").unwrap()).unwrap();
+        let have: serde_yaml::Value = serde_yaml::from_str(XLARGE).unwrap();
+        assert_eq!(
+            have, want,
+            "regenerate crates/sim/scenarios/xlarge.yaml: `capstan bench scale --print-scenario 10000`"
+        );
+    }
+
+    #[test]
+    fn scaling_multiplies_demand_limits_and_the_cloud_and_keeps_the_shape() {
+        let big = Scenario::parse("x", &scaled(LARGE, 2.5, "big").unwrap()).unwrap();
+        let small = Scenario::parse("l", LARGE).unwrap();
+        let (b, s) = (&big.scenario, &small.scenario);
+        assert_eq!(b.name, "big");
+        assert_eq!(b.traffic.peak_rps, s.traffic.peak_rps * 2.5);
+        assert_eq!(b.traffic.base_rps, s.traffic.base_rps * 2.5);
+        assert_eq!(b.cloud.capacity.per_pool, s.cloud.capacity.per_pool * 5 / 2);
+        assert_eq!(
+            big.nodepools[0].limits["cpu"],
+            small.nodepools[0].limits["cpu"] * 5 / 2
+        );
+        let hpa = |c: &Compiled| c.scenario.workloads[0].hpa.clone().unwrap();
+        assert_eq!(hpa(&big).max_replicas, hpa(&small).max_replicas * 5 / 2);
+        assert_eq!(hpa(&big).min_replicas, 25);
+        assert_eq!(b.workloads[0].cpu.milli, s.workloads[0].cpu.milli);
+        assert_eq!(b.duration.0, s.duration.0);
+        assert_eq!(
+            b.controller.batch_max.map(|x| x.0),
+            s.controller.batch_max.map(|x| x.0)
+        );
+    }
+
+    #[test]
+    fn scaling_refuses_a_limit_it_cannot_multiply_and_a_factor_that_is_not_positive() {
+        let text = LARGE.replace("cpu: \"40000\"", "cpu: \"lots\"");
+        let e = scaled(&text, 2.0, "x").unwrap_err();
+        assert!(e.contains("nodePools[0].spec.limits.cpu"), "{e}");
+        assert!(scaled(LARGE, 0.0, "x").is_err());
+        assert!(scaled(LARGE, f64::NAN, "x").is_err());
+    }
+
+    #[test]
     fn the_built_in_scenarios_parse() {
-        for (name, text) in [("default", DEFAULT), ("large", LARGE), ("faults", FAULTS)] {
+        for (name, text) in [
+            ("default", DEFAULT),
+            ("large", LARGE),
+            ("xlarge", XLARGE),
+            ("faults", FAULTS),
+        ] {
             let c = Scenario::parse(name, text).unwrap_or_else(|e| panic!("{e}"));
             assert!(c.duration > 0.0);
         }

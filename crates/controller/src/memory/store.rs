@@ -7,7 +7,7 @@ use crate::api::{
 };
 use capstan_model::labels::normalize_key;
 use capstan_model::{Node, NodeClaim, Pod};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 #[derive(Default)]
@@ -29,7 +29,7 @@ pub(super) struct Store {
     /// Pods capstan removed since the simulator last looked, and how.
     pub(super) removed: Vec<(Arc<Pod>, Removal)>,
     /// Pods indexed by namespace and `app` label, for PDB checks.
-    pub(super) by_app: BTreeMap<(String, String), BTreeSet<String>>,
+    pub(super) by_app: BTreeMap<(String, String), BTreeMap<String, Arc<Pod>>>,
     pub(super) events: VecDeque<(f64, ClusterEvent)>,
 }
 
@@ -51,11 +51,11 @@ impl Store {
         rv
     }
 
-    fn index(&mut self, p: &Pod, add: bool) {
+    fn index(&mut self, p: &Arc<Pod>, add: bool) {
         let app = p.labels.get("app").cloned().unwrap_or_default();
         let k = (p.namespace.clone(), app);
         if add {
-            self.by_app.entry(k).or_default().insert(p.key());
+            self.by_app.entry(k).or_default().insert(p.key(), p.clone());
         } else if let Some(s) = self.by_app.get_mut(&k) {
             s.remove(&p.key());
         }
@@ -177,24 +177,20 @@ impl Store {
         Ok(o)
     }
 
-    /// The pods a PDB-like check looks at for `pod`: its namespace and `app`.
-    fn peers(&self, pod: &Pod) -> Vec<Arc<Pod>> {
+    /// The pods a PDB-like check looks at for `pod`: its namespace and `app` (the index
+    /// holds every stored pod, kept by `index` on each put and removal).
+    fn peers(&self, pod: &Pod) -> Vec<&Pod> {
         let app = pod.labels.get("app").cloned().unwrap_or_default();
         self.by_app
             .get(&(pod.namespace.clone(), app))
             .into_iter()
-            .flatten()
-            .filter_map(|k| match self.objects.get(&(Kind::Pod, k.clone())) {
-                Some((_, Object::Pod(p))) => Some(p.clone()),
-                _ => None,
-            })
+            .flat_map(|m| m.values().map(|p| &**p))
             .collect()
     }
 
     /// The name of a PDB that allows no disruption of `pod`, if any.
     pub(super) fn blocking_pdb(&self, pod: &Pod) -> Option<String> {
-        let peers = self.peers(pod);
-        let refs: Vec<&Pod> = peers.iter().map(|p| &**p).collect();
+        let mut peers: Option<Vec<&Pod>> = None;
         self.objects
             .range((Kind::Pdb, String::new())..(Kind::DaemonSet, String::new()))
             .filter_map(|(_, (_, o))| match o {
@@ -202,7 +198,7 @@ impl Store {
                 _ => None,
             })
             .filter(|pdb| pdb.selects(pod))
-            .find(|pdb| pdb.allowed(&refs) <= 0)
+            .find(|pdb| pdb.allowed(peers.get_or_insert_with(|| self.peers(pod))) <= 0)
             .map(|pdb| pdb.key())
     }
 
