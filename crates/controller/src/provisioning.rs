@@ -613,7 +613,7 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
         let claim = cache.claim_of_node(n).map(|c| &**c);
         let pods = cache
             .pods_on(&n.name)
-            .filter(|p| !moving.contains(&p.key()));
+            .filter(|p| moving.is_empty() || !moving.contains(&p.key()));
         if claim.is_some_and(|c| c.deleting()) && !n.deleting {
             let going = Node {
                 deleting: true,
