@@ -75,3 +75,67 @@ fn a_bad_flag_exits_with_code_2() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("invalid value 'many'"), "{err}");
 }
+
+#[test]
+fn bench_scale_runs_the_large_day_scaled_to_each_node_count_and_times_the_controller() {
+    let out = capstan()
+        .args([
+            "bench",
+            "scale",
+            "--nodes",
+            "100",
+            "--nodes",
+            "300",
+            "--duration",
+            "15m",
+            "--output",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, nodes) in rows.iter().zip([100, 300]) {
+        assert_eq!(row["nodes"], nodes);
+        assert_eq!(row["simulated_seconds"], 900.0);
+        assert_eq!(row["scenario"], format!("large-{nodes}-nodes"));
+        for key in [
+            "wall_seconds",
+            "controller_seconds",
+            "peak_pods",
+            "wall_vs_first",
+        ] {
+            assert!(row[key].is_number(), "{key} in {row}");
+        }
+        let plan = &row["slowest_plan"];
+        assert!(plan["work"].as_u64().unwrap() > 0, "{row}");
+        assert!(plan["seconds"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    // Three times the cluster: more pods at peak in the same quarter hour.
+    assert!(rows[1]["peak_pods"].as_u64() > rows[0]["peak_pods"].as_u64());
+    assert_eq!(rows[0]["wall_vs_first"], 1.0);
+}
+
+#[test]
+fn bench_scale_prints_the_committed_xlarge_scenario() {
+    let out = capstan()
+        .args(["bench", "scale", "--print-scenario", "10000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        include_str!("../../crates/sim/scenarios/xlarge.yaml")
+    );
+    let bad = capstan()
+        .args(["bench", "scale", "--nodes", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
