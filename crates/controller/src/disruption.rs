@@ -175,7 +175,9 @@ impl PodEvents {
         for n in cache.nodes() {
             let mut h: u64 = 0xcbf2_9ce4_8422_2325;
             for p in cache.pods_on(&n.name) {
-                for b in p.uid.bytes().chain(p.key().bytes()).chain([0]) {
+                // The uid, then the key (`namespace/name`) without building it.
+                let key = p.namespace.bytes().chain([b'/']).chain(p.name.bytes());
+                for b in p.uid.bytes().chain(key).chain([0]) {
                     h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
                 }
             }
