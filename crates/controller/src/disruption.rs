@@ -175,9 +175,7 @@ impl PodEvents {
         for n in cache.nodes() {
             let mut h: u64 = 0xcbf2_9ce4_8422_2325;
             for p in cache.pods_on(&n.name) {
-                // The uid, then the key (`namespace/name`) without building it.
-                let key = p.namespace.bytes().chain([b'/']).chain(p.name.bytes());
-                for b in p.uid.bytes().chain(key).chain([0]) {
+                for b in p.uid.bytes().chain(p.key_bytes()).chain([0]) {
                     h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
                 }
             }

@@ -183,12 +183,6 @@ pub fn eviction_cost(p: &Pod) -> f64 {
     cost.clamp(-10.0, 10.0)
 }
 
-/// A pod's key (`namespace/name`) as bytes, without building the string: orders exactly as
-/// [`Pod::key`] does.
-fn key_bytes(p: &Pod) -> impl Iterator<Item = u8> + '_ {
-    p.namespace.bytes().chain([b'/']).chain(p.name.bytes())
-}
-
 /// The share of a node's lifetime left before `expireAfter` (Karpenter's `LifetimeRemaining`):
 /// 1 without an expiry, falling to 0 as the node ages towards it.
 pub fn lifetime_remaining(age_seconds: Option<f64>, expire_after_seconds: Option<u64>) -> f64 {
@@ -933,7 +927,7 @@ impl<'a> Engine<'a> {
             let (pa, pb) = (&self.input.pods[a], &self.input.pods[b]);
             pa.priority
                 .cmp(&pb.priority)
-                .then_with(|| key_bytes(pa).cmp(key_bytes(pb)))
+                .then_with(|| pa.key_bytes().cmp(pb.key_bytes()))
         });
         let mut waves: Vec<Vec<usize>> = Vec::new();
         let mut left = order;

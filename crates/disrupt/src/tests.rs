@@ -1548,32 +1548,3 @@ fn the_preference_policy_ignore_lets_a_pod_that_prefers_its_dear_type_move() {
         }
     }
 }
-
-#[test]
-fn pods_drain_in_the_order_of_their_keys_whatever_their_namespaces_and_names() {
-    let pod = |ns: &str, name: &str| Pod {
-        namespace: ns.into(),
-        name: name.into(),
-        ..Default::default()
-    };
-    // '/' sorts after '-' and before letters: "a-b/x" < "a/x" < "ab/x" as keys.
-    let pods = [
-        pod("a", "x"),
-        pod("a-b", "x"),
-        pod("ab", "x"),
-        pod("a", "x-1"),
-        pod("", "z"),
-        pod("a", ""),
-    ];
-    for a in &pods {
-        for b in &pods {
-            assert_eq!(
-                super::key_bytes(a).cmp(super::key_bytes(b)),
-                a.key().cmp(&b.key()),
-                "{} against {}",
-                a.key(),
-                b.key()
-            );
-        }
-    }
-}
