@@ -133,9 +133,19 @@ fn bench_scale_prints_the_committed_xlarge_scenario() {
         String::from_utf8(out.stdout).unwrap(),
         include_str!("../../crates/sim/scenarios/xlarge.yaml")
     );
-    let bad = capstan()
-        .args(["bench", "scale", "--nodes", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(2));
+    for args in [
+        ["--nodes", "0"],
+        ["--duration", "0s"],
+        ["--duration", "soon"],
+    ] {
+        let bad = capstan()
+            .args(["bench", "scale"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(bad.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(bad.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(args[0]), "{args:?}: {err}");
+    }
 }

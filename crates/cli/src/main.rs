@@ -827,7 +827,10 @@ fn scaled_scenario(nodes: usize, duration: Option<&str>) -> Result<String> {
     let mut text = scenario::scaled(scenario::LARGE, nodes as f64 / 1000.0, &name)
         .map_err(|e| anyhow::anyhow!("scaling large.yaml: {e}"))?;
     if let Some(d) = duration {
-        scenario::seconds(d).map_err(|e| InputError(format!("--duration: {e}")))?;
+        let secs = scenario::seconds(d).map_err(|e| InputError(format!("--duration: {e}")))?;
+        if secs <= 0.0 {
+            return Err(InputError(format!("--duration: {d:?} must be positive")).into());
+        }
         let mut doc: serde_yaml::Value = serde_yaml::from_str(&text)?;
         doc["duration"] = serde_yaml::Value::String(d.to_string());
         text = serde_yaml::to_string(&doc)?;
@@ -847,8 +850,7 @@ fn bench_scale(nodes: &[usize], duration: Option<&str>, seed: u64, output: Outpu
     let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir().join(format!("capstan-scale-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut rows = Vec::new();
-    for &n in nodes {
+    let run = |n: usize| -> Result<serde_json::Value> {
         let path = dir.join(format!("scale-{n}.yaml"));
         std::fs::write(&path, scaled_scenario(n, duration)?)?;
         eprintln!("simulating {n} nodes…");
@@ -864,9 +866,11 @@ fn bench_scale(nodes: &[usize], duration: Option<&str>, seed: u64, output: Outpu
         }
         let mut row: serde_json::Value = serde_json::from_slice(&out.stdout)?;
         row["nodes"] = n.into();
-        rows.push(row);
-    }
+        Ok(row)
+    };
+    let rows: Result<Vec<serde_json::Value>> = nodes.iter().map(|&n| run(n)).collect();
     std::fs::remove_dir_all(&dir).ok();
+    let mut rows = rows?;
     let first_wall = rows
         .first()
         .and_then(|r| r["wall_seconds"].as_f64())
