@@ -627,7 +627,12 @@ pub fn plan_input(
     }
     use capstan_sched::{InFlight, Snapshot};
     let mut snapshot = Snapshot {
-        nodes: live.nodes.clone(),
+        nodes: live
+            .nodes
+            .iter()
+            .cloned()
+            .map(std::sync::Arc::new)
+            .collect(),
         daemonsets: live.daemonsets.clone(),
         ..Default::default()
     };
@@ -638,7 +643,7 @@ pub fn plan_input(
             .iter()
             .any(|c| c.deleting() && c.status.node_name.as_deref() == Some(n.name.as_str()))
         {
-            n.deleting = true;
+            std::sync::Arc::make_mut(n).deleting = true;
         }
     }
     let deleting: std::collections::BTreeSet<&str> = snapshot

@@ -178,7 +178,7 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
         .map_err(|e| InputError(e.to_string()))?;
     warn_all(&objs.warnings);
     let mut snap = Snapshot {
-        nodes: objs.nodes,
+        nodes: objs.nodes.into_iter().map(std::sync::Arc::new).collect(),
         daemonsets: objs.daemonsets,
         ..Default::default()
     };
@@ -199,7 +199,7 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
                 .map_err(|e| InputError(format!("{path}: nodeclaim {}: {e}", nc.metadata.name)))?;
             if let Some(n) = snap.nodes.iter_mut().find(|n| &n.name == node) {
                 if let Some(up) = n.coming_up(Some(&claim)) {
-                    *n = up;
+                    *n = std::sync::Arc::new(up);
                     snap.coming_up.insert(n.name.clone());
                 }
             }
@@ -265,7 +265,7 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
     }
     for n in &mut snap.nodes {
         if claim_deleting.contains(&n.name) {
-            n.deleting = true;
+            std::sync::Arc::make_mut(n).deleting = true;
         }
     }
     // Pods of a node being deleted that will need room elsewhere are planned with the

@@ -615,15 +615,15 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
             .pods_on(&n.name)
             .filter(|p| moving.is_empty() || !moving.contains(&p.key()));
         if claim.is_some_and(|c| c.deleting()) && !n.deleting {
-            let going = Node {
+            let going = Arc::new(Node {
                 deleting: true,
                 ..Node::clone(n)
-            };
+            });
             b.node(&going, pool, pods, used);
             continue;
         }
         match n.coming_up(claim) {
-            Some(up) => b.node_coming_up(&up, pool, pods, used),
+            Some(up) => b.node_coming_up(&Arc::new(up), pool, pods, used),
             None => b.node(n, pool, pods, used),
         }
     }

@@ -27,7 +27,7 @@ pub use capstan_model::disruption::Reason;
 use capstan_model::labels::{self, CAPACITY_SPOT, DO_NOT_DISRUPT};
 use capstan_model::nodepool::ConsolidationPolicy;
 use capstan_model::pdb::Pdb;
-use capstan_model::{InstanceType, Node, NodePool, Pod};
+use capstan_model::{InstanceType, Node, NodePool, Pod, Requirements};
 use capstan_sched::{Plan, SnapshotBuilder, SolveInput, SolveOptions, solve};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -319,6 +319,8 @@ struct Engine<'a> {
     bound_anti: bool,
     /// Per pool: the cheapest price per millicore and per byte of any available offering.
     unit_price: Vec<(f64, f64)>,
+    /// Per node: its labels as requirements, made when a what-if first needs them.
+    node_requirements: Vec<std::cell::OnceCell<Arc<Requirements>>>,
 }
 
 impl<'a> Engine<'a> {
@@ -496,6 +498,7 @@ impl<'a> Engine<'a> {
             used: used_all,
             bound_anti: input.pods.iter().any(|p| !p.anti_affinity.is_empty()),
             unit_price,
+            node_requirements: vec![std::cell::OnceCell::new(); input.nodes.len()],
         }
     }
 
@@ -709,7 +712,12 @@ impl<'a> Engine<'a> {
                 continue;
             }
             let pods = self.pods_on[i].iter().map(|&p| &input.pods[p]);
-            b.node(&n.node, n.nodepool.as_deref(), pods, &self.used[i]);
+            // A node's labels become requirements once per evaluation, not once per what-if.
+            let reqs = (!b.leaves_out(&n.node, &self.used[i])).then(|| {
+                self.node_requirements[i]
+                    .get_or_init(|| Arc::new(Requirements::from_labels(&n.node.labels)))
+            });
+            b.node_with_requirements(&n.node, reqs, n.nodepool.as_deref(), pods, &self.used[i]);
         }
         let snapshot = b.build();
         let pools: Vec<NodePool> = if launch {
@@ -1208,18 +1216,20 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
     // Cheapest to disrupt first, as Karpenter orders candidates (its `DisruptionCost`): the
     // eviction costs of the pods to move, scaled by the share of the node's lifetime left; on a
     // tie the most expensive node first.
-    let cost = |i: usize| -> f64 {
+    // Each candidate's cost is reckoned once, not at every comparison of the ordering.
+    let mut costs = vec![0.0f64; input.nodes.len()];
+    for &i in &candidates {
         let pods: f64 = e
             .movable_pods(i)
             .iter()
             .map(|&p| eviction_cost(&input.pods[p]))
             .sum();
         let pool = &input.nodepools[e.pool_of[i].expect("managed")];
-        pods * lifetime_remaining(e.age(i), input.nodes[i].expire_after_seconds(pool))
-    };
+        costs[i] = pods * lifetime_remaining(e.age(i), input.nodes[i].expire_after_seconds(pool));
+    }
     candidates = heap::ordered(candidates, |&a, &b| {
-        cost(a)
-            .total_cmp(&cost(b))
+        costs[a]
+            .total_cmp(&costs[b])
             .then(input.nodes[b].price.total_cmp(&input.nodes[a].price))
             .then(a.cmp(&b))
     });

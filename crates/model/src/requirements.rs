@@ -486,9 +486,25 @@ impl Requirements {
     pub fn from_labels<'a>(
         labels: impl IntoIterator<Item = (&'a String, &'a String)>,
     ) -> Requirements {
-        let mut r = Requirements::new();
+        let labels = labels.into_iter();
+        let mut r = Requirements {
+            items: Vec::with_capacity(labels.size_hint().0),
+        };
         for (k, v) in labels {
-            r.add(Requirement::in_values(k.clone(), [v.clone()]));
+            let req = Requirement {
+                key: k.clone(),
+                complement: false,
+                values: vec![v.clone()],
+                greater_than: None,
+                less_than: None,
+                min_values: None,
+            };
+            // Labels mostly come sorted by key (a map's): those append.
+            if r.items.last().is_none_or(|last| last.key < req.key) {
+                r.items.push(req);
+            } else {
+                r.add(req);
+            }
         }
         r
     }
@@ -869,6 +885,26 @@ mod tests {
         assert!(req("k", DoesNotExist, &[]).intersects(&req("k", NotIn, &["a"])));
         assert!(!req("k", DoesNotExist, &[]).intersects(&req("k", In, &["a"])));
         assert!(!req("k", In, &["a"]).intersects(&req("k", In, &["b"])));
+    }
+
+    #[test]
+    fn labels_become_the_same_requirements_in_any_order_and_with_repeats() {
+        let s = |a: &str| a.to_string();
+        let cases: [&[(&str, &str)]; 4] = [
+            &[],
+            &[("a", "1"), ("b", "2"), ("c", "3")],
+            &[("c", "3"), ("a", "1"), ("b", "2")],
+            &[("b", "2"), ("a", "1"), ("b", "2"), ("b", "9")],
+        ];
+        for labels in cases {
+            let owned: Vec<(String, String)> = labels.iter().map(|(k, v)| (s(k), s(v))).collect();
+            let mut one_by_one = Requirements::new();
+            for (k, v) in &owned {
+                one_by_one.add(Requirement::in_values(k.clone(), [v.clone()]));
+            }
+            let fast = Requirements::from_labels(owned.iter().map(|(k, v)| (k, v)));
+            assert_eq!(fast, one_by_one, "{labels:?}");
+        }
     }
 
     #[test]

@@ -84,7 +84,12 @@ impl InFlight {
 /// What is already there: nodes, the pods bound to them, in-flight NodeClaims, DaemonSets.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    pub nodes: Vec<Node>,
+    /// Shared, so the many snapshots of one cluster (a disruption evaluation's what-ifs) hold
+    /// its nodes without copying them.
+    pub nodes: Vec<Arc<Node>>,
+    /// Per node of `nodes`, by index: its labels as requirements, where the caller has them
+    /// already (one evaluation's what-ifs share them); the solver works out any not given.
+    pub node_requirements: Vec<Option<Arc<Requirements>>>,
     /// Pods bound to nodes (or to in-flight claims, by name). Pending pods here are ignored;
     /// pass them as `pending`.
     /// Shared, so a caller holding tens of thousands of pods builds a snapshot without copying them.

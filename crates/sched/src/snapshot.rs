@@ -11,7 +11,7 @@
 
 use crate::predicates::looks_at_other_pods;
 use crate::{InFlight, Snapshot};
-use capstan_model::{Node, Pod, Resources};
+use capstan_model::{Node, Pod, Requirements, Resources};
 use std::sync::Arc;
 
 /// Builds a [`Snapshot`] for a set of pending pods.
@@ -44,6 +44,12 @@ impl SnapshotBuilder {
         self.summarize
     }
 
+    /// Whether [`SnapshotBuilder::node`] would leave this node out (bound pods are summarized
+    /// and it has no room for the smallest pending pod): a caller need not prepare it.
+    pub fn leaves_out(&self, node: &Node, used: &Resources) -> bool {
+        self.summarize && self.full(node, used)
+    }
+
     /// Whether a node with `used` requests bound has no room for the smallest pending pod.
     fn full(&self, node: &Node, used: &Resources) -> bool {
         let a = &node.allocatable;
@@ -58,7 +64,20 @@ impl SnapshotBuilder {
     /// `nodepool` is the pool whose limits it counts against if it is left out.
     pub fn node<'p>(
         &mut self,
-        node: &Node,
+        node: &Arc<Node>,
+        nodepool: Option<&str>,
+        pods: impl IntoIterator<Item = &'p Arc<Pod>>,
+        used: &Resources,
+    ) {
+        self.node_with_requirements(node, None, nodepool, pods, used);
+    }
+
+    /// [`SnapshotBuilder::node`], with the node's labels already made requirements
+    /// (`Requirements::from_labels`) by a caller that builds many snapshots of one cluster.
+    pub fn node_with_requirements<'p>(
+        &mut self,
+        node: &Arc<Node>,
+        requirements: Option<&Arc<Requirements>>,
         nodepool: Option<&str>,
         pods: impl IntoIterator<Item = &'p Arc<Pod>>,
         used: &Resources,
@@ -89,13 +108,15 @@ impl SnapshotBuilder {
             self.snapshot.pods.extend(pods.into_iter().cloned());
         }
         self.snapshot.nodes.push(node.clone());
+        // In step with `nodes`, entry for entry.
+        self.snapshot.node_requirements.push(requirements.cloned());
     }
 
     /// Adds a node still coming up (see [`Snapshot::coming_up`]): `node` as the scheduler
     /// sees it before initialization ([`Node::coming_up`]).
     pub fn node_coming_up<'p>(
         &mut self,
-        node: &Node,
+        node: &Arc<Node>,
         nodepool: Option<&str>,
         pods: impl IntoIterator<Item = &'p Arc<Pod>>,
         used: &Resources,
@@ -161,7 +182,7 @@ mod tests {
         Arc::new(p)
     }
 
-    fn node(name: &str, cpu: i64) -> Node {
+    fn node(name: &str, cpu: i64) -> Arc<Node> {
         let mut n = Node {
             name: name.into(),
             ready: true,
@@ -169,7 +190,7 @@ mod tests {
         };
         n.allocatable.cpu = cpu;
         n.allocatable.memory = 16 << 30;
-        n
+        Arc::new(n)
     }
 
     fn used(cpu: i64, pods: i64) -> Resources {
@@ -231,7 +252,7 @@ mod tests {
     fn a_node_out_of_pod_slots_is_full() {
         let pending = [pod("p", 100, None)];
         let mut n = node("slots", 64_000);
-        n.allocatable.pods = 2;
+        Arc::make_mut(&mut n).allocatable.pods = 2;
         let mut b = SnapshotBuilder::new(&pending, false);
         b.node(&n, None, &[], &used(200, 2));
         let s = b.build();

@@ -14,6 +14,7 @@ use capstan_model::resources::{Shortfall, format_amount};
 use capstan_model::taints::{Taint, untolerated};
 use capstan_model::{InstanceType, Node, NodePool, Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 /// Plans where every pending pod goes. See the crate docs.
 pub fn solve(input: SolveInput<'_>, options: &SolveOptions) -> Plan {
@@ -33,7 +34,8 @@ enum SlotKind {
 struct Slot {
     name: String,
     kind: SlotKind,
-    reqs: Requirements,
+    /// Shared: a node's come from its labels, made once where the caller has them.
+    reqs: Arc<Requirements>,
     undefined: Undefined,
     taints: Vec<Taint>,
     used: Resources,
@@ -323,17 +325,22 @@ impl<'a> Solver<'a> {
         let mut slots = Vec::new();
         let mut by_name = HashMap::new();
         let coming_up = &input.snapshot.coming_up;
-        let nodes = input.snapshot.nodes.iter();
-        let (up, coming): (Vec<&Node>, Vec<&Node>) =
-            nodes.partition(|n| !coming_up.contains(&n.name));
-        for n in up.into_iter().chain(coming) {
+        let nodes = &input.snapshot.nodes;
+        let (up, coming): (Vec<usize>, Vec<usize>) =
+            (0..nodes.len()).partition(|&i| !coming_up.contains(&nodes[i].name));
+        for i in up.into_iter().chain(coming) {
+            let n: &Node = &nodes[i];
+            let reqs = match input.snapshot.node_requirements.get(i) {
+                Some(Some(r)) => r.clone(),
+                _ => Arc::new(Requirements::from_labels(&n.labels)),
+            };
             let mut max = n.allocatable.clone();
             max.pods = n.max_pods();
             by_name.insert(n.name.clone(), slots.len());
             slots.push(Slot {
                 name: n.name.clone(),
                 kind: SlotKind::Node,
-                reqs: Requirements::from_labels(&n.labels),
+                reqs,
                 undefined: Undefined::Deny,
                 taints: n.taints.clone(),
                 used: Resources::new(),
@@ -358,7 +365,7 @@ impl<'a> Solver<'a> {
             slots.push(Slot {
                 name: c.name.clone(),
                 kind: SlotKind::InFlight,
-                reqs: Requirements::from_labels(&l),
+                reqs: Arc::new(Requirements::from_labels(&l)),
                 undefined: Undefined::Deny,
                 taints: c.taints.clone(),
                 used: Resources::new(),
@@ -881,7 +888,7 @@ impl<'a> Solver<'a> {
         Some(Slot {
             name: format!("{}-{}", pool.name, self.claim_seq[p]),
             kind: SlotKind::New { pool: p },
-            reqs: pool.requirements.clone(),
+            reqs: Arc::new(pool.requirements.clone()),
             undefined: Undefined::AllowWellKnown,
             taints: pool.taints.clone(),
             // A new claim's `used` is its pods' requests; `max` and the options' capacities
@@ -972,7 +979,7 @@ impl<'a> Solver<'a> {
                     None => Reject::MissingTopologyLabel(kc.key.clone()),
                 })?;
             new_reqs
-                .get_or_insert_with(|| slot.reqs.clone())
+                .get_or_insert_with(|| Requirements::clone(&slot.reqs))
                 .add(pin(&kc.key, &d));
         }
         let SlotKind::New { pool } = slot.kind else {
@@ -1051,7 +1058,7 @@ impl<'a> Solver<'a> {
             }
         }
         if !relaxed.is_empty() {
-            let mut r = new_reqs.unwrap_or_else(|| slot.reqs.clone());
+            let mut r = new_reqs.unwrap_or_else(|| Requirements::clone(&slot.reqs));
             for (key, min) in relaxed {
                 r.set_min_values(&key, Some(min));
             }
@@ -1080,7 +1087,7 @@ impl<'a> Solver<'a> {
             slot.pods.push(i);
             slot.ports.extend(pod.host_ports.iter().cloned());
             if let Some(r) = fit.reqs {
-                slot.reqs = r;
+                slot.reqs = Arc::new(r);
             }
             if let Some(o) = fit.options {
                 if o.len() != slot.options.len() {
@@ -1344,7 +1351,7 @@ impl<'a> Solver<'a> {
                     plan.new_claims.push(NewClaim {
                         name: slot.name.clone(),
                         nodepool: self.input.nodepools[pool].name.clone(),
-                        requirements: slot.reqs.clone(),
+                        requirements: Requirements::clone(&slot.reqs),
                         pods: slot.pods.clone(),
                         requests: slot.used.plus(self.daemons[pool].overhead(t)),
                         instance_types: opts.into_iter().map(|(_, t, _)| t).collect(),

@@ -8,6 +8,7 @@ use capstan_model::nodepool::NodePoolObject;
 use capstan_model::requirements::Undefined;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 
@@ -197,7 +198,7 @@ fn pods_go_to_existing_nodes_before_new_claims() {
     let mut w = World::new();
     w.snapshot
         .nodes
-        .push(node("n1", ZONES[0], 4, 16, json!({})));
+        .push(Arc::new(node("n1", ZONES[0], 4, 16, json!({}))));
     w.snapshot.pods.push(bound(plain("old", 3000, 1024), "n1"));
     let plan = w.solve(&[plain("a", 500, 512), plain("b", 1500, 512)]);
     assert_eq!(
@@ -239,7 +240,9 @@ fn initialized_nodes_take_pods_before_nodes_coming_up_whatever_their_order() {
     for (coming_up, want) in [(None, "a-up"), (Some("a-up"), "b-ready")] {
         let mut w = World::new();
         for n in ["a-up", "b-ready"] {
-            w.snapshot.nodes.push(node(n, ZONES[0], 4, 16, json!({})));
+            w.snapshot
+                .nodes
+                .push(Arc::new(node(n, ZONES[0], 4, 16, json!({}))));
         }
         if let Some(n) = coming_up {
             w.snapshot.coming_up.insert(n.to_string());
@@ -355,26 +358,26 @@ fn nodes_and_in_flight_claims_hold_room_for_the_daemonset_pods_they_do_not_run_y
         },
         Case {
             what: "a node without the DaemonSet's pod yet",
-            setup: Box::new(|s| s.nodes.push(node("m", ZONES[0], 2, 8, json!({})))),
+            setup: Box::new(|s| s.nodes.push(Arc::new(node("m", ZONES[0], 2, 8, json!({}))))),
             takes_the_pod: false,
         },
         Case {
             what: "a node whose taint the DaemonSet does not tolerate",
             setup: Box::new(|s| {
-                s.nodes.push(node(
+                s.nodes.push(Arc::new(node(
                     "m",
                     ZONES[0],
                     2,
                     8,
                     json!({"taints": [{"key": "gpu", "effect": "NoSchedule"}]}),
-                ))
+                )))
             }),
             takes_the_pod: true,
         },
         Case {
             what: "a node that runs the DaemonSet's pod (0.5 CPU used, 1.5 free)",
             setup: Box::new(|s| {
-                s.nodes.push(node("m", ZONES[0], 2, 8, json!({})));
+                s.nodes.push(Arc::new(node("m", ZONES[0], 2, 8, json!({}))));
                 s.pods.push(ds_pod("m"));
             }),
             takes_the_pod: false,
@@ -382,7 +385,7 @@ fn nodes_and_in_flight_claims_hold_room_for_the_daemonset_pods_they_do_not_run_y
         Case {
             what: "a node that runs it, its pods summarized",
             setup: Box::new(|s| {
-                s.nodes.push(node("m", ZONES[0], 3, 8, json!({})));
+                s.nodes.push(Arc::new(node("m", ZONES[0], 3, 8, json!({}))));
                 let used = Resources {
                     cpu: 500,
                     memory: 128 << 20,
@@ -620,7 +623,7 @@ fn a_pods_volume_zone_places_its_new_node_but_its_topology_spread_still_counts_e
     // A node in the first zone with room: the volume's zone (the third) keeps the pod off it.
     w.snapshot
         .nodes
-        .push(node("n0", ZONES[0], 4, 16, json!({})));
+        .push(Arc::new(node("n0", ZONES[0], 4, 16, json!({}))));
     let mut p = plain("db", 500, 512);
     p.volume_requirements = in_zone(ZONES[2]);
     let plan = w.solve(&[p.clone()]);
@@ -635,7 +638,7 @@ fn a_pods_volume_zone_places_its_new_node_but_its_topology_spread_still_counts_e
     let mut w = World::new();
     w.snapshot
         .nodes
-        .push(node("n0", ZONES[0], 4, 16, json!({})));
+        .push(Arc::new(node("n0", ZONES[0], 4, 16, json!({}))));
     w.snapshot.pods.push(bound(
         pod("s-0", 500, 512, json!({"app": "s"}), spread.clone()),
         "n0",
@@ -664,13 +667,13 @@ fn a_static_nodepool_launches_for_no_pod_but_its_nodes_take_pods() {
         reason(&plan, 0),
         "no NodePool to launch from; nodepool fixed: static (replicas), launches for no pod"
     );
-    w.snapshot.nodes.push(node(
+    w.snapshot.nodes.push(Arc::new(node(
         "fixed-1",
         ZONES[0],
         2,
         8,
         json!({"labels": {"karpenter.sh/nodepool": "fixed"}}),
-    ));
+    )));
     let plan = w.solve(&[plain("a", 500, 512)]);
     assert_eq!(placement(&plan, 1), vec!["fixed-1".to_string()]);
 }
@@ -697,7 +700,7 @@ fn a_deleting_nodepool_launches_nothing_and_a_deleting_node_takes_no_pods() {
     let mut w = World::new();
     let mut n = node("going-1", ZONES[0], 4, 16, json!({}));
     n.deleting = true;
-    w.snapshot.nodes.push(n);
+    w.snapshot.nodes.push(Arc::new(n));
     let plan = w.solve(&[plain("a", 500, 512)]);
     assert!(plan.existing.is_empty(), "{plan:#?}");
     assert_eq!(plan.new_claims.len(), 1);
@@ -805,20 +808,20 @@ fn tolerated_taints_and_startup_taints_do_not_block() {
 #[test]
 fn existing_node_taints_and_cordons_keep_pods_off() {
     let mut w = World::new();
-    w.snapshot.nodes.push(node(
+    w.snapshot.nodes.push(Arc::new(node(
         "tainted",
         ZONES[0],
         8,
         32,
         json!({"taints": [{"key": "x", "effect": "NoSchedule"}]}),
-    ));
-    w.snapshot.nodes.push(node(
+    )));
+    w.snapshot.nodes.push(Arc::new(node(
         "cordoned",
         ZONES[0],
         8,
         32,
         json!({"unschedulable": true}),
-    ));
+    )));
     let plan = w.solve(&[plain("a", 100, 100)]);
     assert!(plan.existing.is_empty());
     assert_eq!(plan.new_claims.len(), 1);
@@ -883,7 +886,7 @@ fn anti_affinity_of_a_running_pod_keeps_selected_pods_away() {
     let mut w = World::new();
     w.snapshot
         .nodes
-        .push(node("n1", ZONES[0], 8, 32, json!({})));
+        .push(Arc::new(node("n1", ZONES[0], 8, 32, json!({}))));
     let guard = pod(
         "guard",
         100,
@@ -941,14 +944,14 @@ fn a_spread_honouring_taints_or_node_affinity_knows_only_the_domains_it_counts()
     w.pools = vec![pool(
         json!({"template": {"metadata": {"labels": {"rack": "r1", "tier": "new"}}, "spec": {}}}),
     )];
-    w.snapshot.nodes.push(node(
+    w.snapshot.nodes.push(Arc::new(node(
         "old",
         "us-east-1a",
         4,
         16,
         json!({"labels": {"rack": "r9", "tier": "old"},
                "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}),
-    ));
+    )));
     // (spread fields, node selector, pods planned)
     let cases = [
         (json!({}), json!({}), 1),
@@ -987,7 +990,9 @@ fn a_spread_honouring_taints_or_node_affinity_knows_only_the_domains_it_counts()
 #[test]
 fn existing_pods_count_in_spread_domains() {
     let mut w = World::new();
-    w.snapshot.nodes.push(node("n1", ZONES[0], 1, 4, json!({})));
+    w.snapshot
+        .nodes
+        .push(Arc::new(node("n1", ZONES[0], 1, 4, json!({}))));
     for i in 0..2 {
         w.snapshot.pods.push(bound(
             pod(
@@ -1124,7 +1129,9 @@ fn schedule_anyway_spread_is_relaxed_when_it_cannot_hold() {
             "whenUnsatisfiable": when, "labelSelector": {"matchLabels": {"app": "web"}}}]})
     };
     // Only zone a can be launched, but zone b has a node with a pod: the skew would reach 2.
-    w.snapshot.nodes.push(node("nb", ZONES[1], 1, 1, json!({})));
+    w.snapshot
+        .nodes
+        .push(Arc::new(node("nb", ZONES[1], 1, 1, json!({}))));
     w.snapshot.pods.push(bound(
         pod("b0", 900, 100, json!({"app": "x"}), json!({})),
         "nb",
@@ -1208,10 +1215,10 @@ fn hostname_affinity_joins_the_node_of_the_selected_pod() {
     let mut w = World::new();
     w.snapshot
         .nodes
-        .push(node("n1", ZONES[0], 8, 32, json!({})));
+        .push(Arc::new(node("n1", ZONES[0], 8, 32, json!({}))));
     w.snapshot
         .nodes
-        .push(node("n2", ZONES[1], 8, 32, json!({})));
+        .push(Arc::new(node("n2", ZONES[1], 8, 32, json!({}))));
     w.snapshot.pods.push(bound(
         pod("db", 100, 100, json!({"app": "db"}), json!({})),
         "n2",
@@ -1314,13 +1321,13 @@ fn limits_count_existing_nodes_of_the_pool() {
     w.pools = vec![pool(
         json!({"template": {"spec": {}}, "limits": {"cpu": "8"}}),
     )];
-    w.snapshot.nodes.push(node(
+    w.snapshot.nodes.push(Arc::new(node(
         "n1",
         ZONES[0],
         8,
         32,
         json!({"labels": {"karpenter.sh/nodepool": "default"}}),
-    ));
+    )));
     w.snapshot.pods.push(bound(plain("busy", 8000, 100), "n1"));
     let plan = w.solve(&[plain("a", 100, 100)]);
     assert_eq!(
@@ -1452,9 +1459,13 @@ mod properties {
         }
         w.pools = pools;
         for (i, &(z, cpu)) in c.existing.iter().enumerate() {
-            w.snapshot
-                .nodes
-                .push(node(&format!("n{i}"), ZONES[z], cpu, 32, json!({})));
+            w.snapshot.nodes.push(Arc::new(node(
+                &format!("n{i}"),
+                ZONES[z],
+                cpu,
+                32,
+                json!({}),
+            )));
         }
         let pods = c
             .pods
@@ -1624,7 +1635,7 @@ fn bound_pods_summarized_as_used_resources_fill_their_node_like_the_pods_would()
     listed
         .snapshot
         .nodes
-        .push(node("n1", ZONES[0], 4, 16, json!({})));
+        .push(Arc::new(node("n1", ZONES[0], 4, 16, json!({}))));
     listed
         .snapshot
         .pods
