@@ -6,6 +6,7 @@ use crate::api::{
     Write, Written,
 };
 use capstan_model::labels::normalize_key;
+use capstan_model::pdb::Pdb;
 use capstan_model::{Node, NodeClaim, Pod};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -28,9 +29,27 @@ pub(super) struct Store {
     pub(super) strict: bool,
     /// Pods capstan removed since the simulator last looked, and how.
     pub(super) removed: Vec<(Arc<Pod>, Removal)>,
-    /// Pods indexed by namespace and `app` label, for PDB checks.
-    pub(super) by_app: BTreeMap<(String, String), BTreeMap<String, Arc<Pod>>>,
+    /// Every PDB (by key, the order PDBs are checked in) with the active pods it selects and
+    /// the healthy among them, kept up to date as pods and PDBs change: an eviction's check
+    /// reads counts instead of going over the pods.
+    pub(super) pdbs: BTreeMap<String, PdbCount>,
     pub(super) events: VecDeque<(f64, ClusterEvent)>,
+}
+
+/// A PDB and the pods it selects: how many are active, and how many of those healthy.
+pub(super) struct PdbCount {
+    pdb: Arc<Pdb>,
+    expected: i64,
+    healthy: i64,
+}
+
+impl PdbCount {
+    fn add(&mut self, p: &Pod, sign: i64) {
+        if p.is_active() && self.pdb.selects(p) {
+            self.expected += sign;
+            self.healthy += sign * i64::from(Pdb::healthy(p));
+        }
+    }
 }
 
 fn target(kind: Kind, key: &str) -> String {
@@ -51,14 +70,26 @@ impl Store {
         rv
     }
 
-    fn index(&mut self, p: &Arc<Pod>, add: bool) {
-        let app = p.labels.get("app").cloned().unwrap_or_default();
-        let k = (p.namespace.clone(), app);
-        if add {
-            self.by_app.entry(k).or_default().insert(p.key(), p.clone());
-        } else if let Some(s) = self.by_app.get_mut(&k) {
-            s.remove(&p.key());
+    /// Counts a pod into (`sign` 1) or out of (-1) the PDBs that select it.
+    fn count_pod(&mut self, p: &Pod, sign: i64) {
+        for c in self.pdbs.values_mut() {
+            c.add(p, sign);
         }
+    }
+
+    /// Starts counting a PDB (created or replaced) over the pods there are.
+    fn count_pdb(&mut self, pdb: &Arc<Pdb>) {
+        let mut c = PdbCount {
+            pdb: pdb.clone(),
+            expected: 0,
+            healthy: 0,
+        };
+        for (_, o) in self.objects.values() {
+            if let Object::Pod(p) = o {
+                c.add(p, 1);
+            }
+        }
+        self.pdbs.insert(pdb.key(), c);
     }
 
     /// Stores an object (creating or replacing it), keeping the uid of what it replaces;
@@ -95,9 +126,9 @@ impl Store {
         if let Object::Pod(p) = &object {
             if let Some((_, Object::Pod(old))) = old {
                 let old = old.clone();
-                self.index(&old, false);
+                self.count_pod(&old, -1);
             }
-            self.index(p, true);
+            self.count_pod(p, 1);
         }
         let rv = self.bump(Change::Applied(
             Meta {
@@ -120,14 +151,23 @@ impl Store {
         }
         self.objects
             .insert((kind, key), (meta.clone(), object.clone()));
+        if let Object::Pdb(pdb) = &object {
+            self.count_pdb(pdb);
+        }
         (meta, object)
     }
 
     pub(super) fn remove(&mut self, kind: Kind, key: &str) -> Option<Object> {
         let (_, o) = self.objects.remove(&(kind, key.to_string()))?;
-        if let Object::Pod(p) = &o {
-            let p = p.clone();
-            self.index(&p, false);
+        match &o {
+            Object::Pod(p) => {
+                let p = p.clone();
+                self.count_pod(&p, -1);
+            }
+            Object::Pdb(pdb) => {
+                self.pdbs.remove(&pdb.key());
+            }
+            _ => {}
         }
         self.bump(Change::Deleted(kind, key.to_string()));
         Some(o)
@@ -179,27 +219,15 @@ impl Store {
 
     /// The pods a PDB-like check looks at for `pod`: its namespace and `app` (the index
     /// holds every stored pod, kept by `index` on each put and removal).
-    fn peers(&self, pod: &Pod) -> Vec<&Pod> {
-        let app = pod.labels.get("app").cloned().unwrap_or_default();
-        self.by_app
-            .get(&(pod.namespace.clone(), app))
-            .into_iter()
-            .flat_map(|m| m.values().map(|p| &**p))
-            .collect()
-    }
-
-    /// The name of a PDB that allows no disruption of `pod`, if any.
+    /// The name of a PDB that allows no disruption of `pod`, if any: of those that select
+    /// it, the first (by key) whose selected pods allow none to go
+    /// (`Pdb::allowed_from`, as the disruption controller counts them).
     pub(super) fn blocking_pdb(&self, pod: &Pod) -> Option<String> {
-        let mut peers: Option<Vec<&Pod>> = None;
-        self.objects
-            .range((Kind::Pdb, String::new())..(Kind::DaemonSet, String::new()))
-            .filter_map(|(_, (_, o))| match o {
-                Object::Pdb(p) => Some(p),
-                _ => None,
-            })
-            .filter(|pdb| pdb.selects(pod))
-            .find(|pdb| pdb.allowed(peers.get_or_insert_with(|| self.peers(pod))) <= 0)
-            .map(|pdb| pdb.key())
+        self.pdbs
+            .values()
+            .filter(|c| c.pdb.selects(pod))
+            .find(|c| c.pdb.allowed_from(c.expected, c.healthy) <= 0)
+            .map(|c| c.pdb.key())
     }
 
     pub(super) fn check_writer(&mut self, identity: &str, write: &Write) -> Result<(), ApiError> {

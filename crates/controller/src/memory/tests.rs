@@ -225,3 +225,51 @@ fn the_lease_is_replaced_only_at_the_resource_version_read() {
         assert!(matches!(err, ApiError::Conflict { .. }));
     });
 }
+
+#[test]
+fn a_pdb_counts_the_pods_it_selects_as_they_come_and_go_and_whatever_their_app() {
+    use capstan_model::pdb::{IntOrPercent, Pdb};
+    use capstan_model::pod::PodPhase;
+    use capstan_model::selector::LabelSelector;
+    let (api, _) = server();
+    let pod = |name: &str, app: &str, phase: PodPhase| {
+        Arc::new(Pod {
+            namespace: "shop".into(),
+            name: name.into(),
+            labels: [("app", app), ("tier", "web")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            phase,
+            ..Default::default()
+        })
+    };
+    // Two apps, one budget over both: at most one of the three web pods may be down.
+    let a = pod("a", "cart", PodPhase::Running);
+    api.put(Object::Pod(a.clone()));
+    api.put(Object::Pod(pod("b", "search", PodPhase::Running)));
+    api.put(Object::Pdb(Arc::new(Pdb {
+        namespace: "shop".into(),
+        name: "web".into(),
+        selector: Some(LabelSelector::from_match_labels(
+            &[("tier".to_string(), "web".to_string())]
+                .into_iter()
+                .collect(),
+        )),
+        min_available: None,
+        max_unavailable: Some(IntOrPercent::Int(1)),
+        always_allow_unhealthy: false,
+    })));
+    // Counted when the budget came: two of two healthy, one may go.
+    assert!(!api.pdb_blocks(&a));
+    // A third web pod, of a third app, not running yet: one is down already.
+    api.put(Object::Pod(pod("c", "checkout", PodPhase::Pending)));
+    assert!(api.pdb_blocks(&a), "the pending pod of another app counts");
+    // It runs: none down again.
+    api.put(Object::Pod(pod("c", "checkout", PodPhase::Running)));
+    assert!(!api.pdb_blocks(&a));
+    // The budget goes: nothing blocks.
+    api.put(Object::Pod(pod("c", "checkout", PodPhase::Pending)));
+    api.remove(Kind::Pdb, "shop/web");
+    assert!(!api.pdb_blocks(&a));
+}
