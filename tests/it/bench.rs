@@ -116,6 +116,10 @@ fn bench_scale_runs_the_large_day_scaled_to_each_node_count_and_times_the_contro
         let plan = &row["slowest_plan"];
         assert!(plan["work"].as_u64().unwrap() > 0, "{row}");
         assert!(plan["seconds"].as_f64().unwrap() > 0.0, "{row}");
+        // One controller pass timed on a synthetic cluster of the row's size.
+        assert_eq!(row["pass"]["nodes"], nodes);
+        assert_eq!(row["pass"]["pending"], 1000);
+        assert!(row["pass"]["seconds"].as_f64().unwrap() > 0.0, "{row}");
     }
     // Three times the cluster: more pods at peak in the same quarter hour.
     assert!(rows[1]["peak_pods"].as_u64() > rows[0]["peak_pods"].as_u64());
@@ -147,5 +151,50 @@ fn bench_scale_prints_the_committed_xlarge_scenario() {
         let err = String::from_utf8(bad.stderr).unwrap();
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(args[0]), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn bench_pass_times_a_plan_and_an_evaluation_of_a_synthetic_cluster() {
+    let out = capstan()
+        .args([
+            "bench",
+            "pass",
+            "--nodes",
+            "200",
+            "--pending",
+            "300",
+            "--runs",
+            "1",
+        ])
+        .args(["--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(row["nodes"], 200);
+    assert_eq!(row["pending"], 300);
+    let placed = ["on_existing", "on_new", "unschedulable"]
+        .iter()
+        .map(|k| row[k].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(placed, 300, "{row}");
+    assert!(row["pods"].as_u64().unwrap() > 200 * 10, "{row}");
+    for k in ["plan_seconds", "evaluation_seconds"] {
+        assert!(row[k].as_f64().unwrap() > 0.0, "{k}: {row}");
+    }
+    for flag in ["--nodes", "--pending", "--runs", "--pods-per-node"] {
+        let bad = capstan()
+            .args(["bench", "pass", flag, "0"])
+            .output()
+            .unwrap();
+        assert_eq!(bad.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8(bad.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{flag}: {err}");
+        assert!(err.contains(flag), "{flag}: {err}");
     }
 }

@@ -358,3 +358,140 @@ pub fn run_disruption(nodes: usize, pods_per_node: usize, seed: u64) -> Disrupti
         savings_usd_per_hour: e.before - e.after,
     }
 }
+
+/// One controller pass at a cluster's size (`capstan bench pass`, a column of
+/// `capstan bench scale`): the provisioner's decision over a batch of pending pods — a
+/// snapshot of every node with its bound pods, then the plan — and one full disruption
+/// evaluation, on the synthetic cluster of [`disruption_cluster`]. Each part is timed on its
+/// own; the row gives the median of `runs` runs.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PassRow {
+    pub nodes: usize,
+    /// Pods bound in the cluster.
+    pub pods: usize,
+    /// Pending pods planned (the scheduling benchmark's five groups: a fifth have no
+    /// constraint, the rest topology spread or pod (anti-)affinity, so every bound pod is
+    /// seen).
+    pub pending: usize,
+    pub plan_seconds: f64,
+    pub evaluation_seconds: f64,
+    /// Plan plus evaluation.
+    pub seconds: f64,
+    /// Of the pending pods: placed on existing nodes, on new NodeClaims, nowhere.
+    pub on_existing: usize,
+    pub on_new: usize,
+    pub unschedulable: usize,
+    pub new_claims: usize,
+    pub commands: usize,
+    pub runs: usize,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+pub fn run_pass(
+    nodes: usize,
+    pods_per_node: usize,
+    pending: usize,
+    seed: u64,
+    runs: usize,
+) -> PassRow {
+    let (infos, bound, pdbs, types) = disruption_cluster(nodes, pods_per_node, seed);
+    let pending_pods = pods(pending, seed);
+    let pools = vec![NodePool::default_pool()];
+    let now = 1_796_030_100.0;
+    let mut by_node: std::collections::HashMap<&str, Vec<Arc<Pod>>> =
+        std::collections::HashMap::new();
+    for p in &bound {
+        if let Some(n) = &p.node_name {
+            by_node.entry(n.as_str()).or_default().push(p.clone());
+        }
+    }
+    let repel = bound.iter().any(|p| !p.anti_affinity.is_empty());
+    let runs = runs.max(1);
+    let (mut plans, mut evals) = (Vec::new(), Vec::new());
+    let mut row = PassRow {
+        nodes,
+        pods: bound.len(),
+        pending,
+        plan_seconds: 0.0,
+        evaluation_seconds: 0.0,
+        seconds: 0.0,
+        on_existing: 0,
+        on_new: 0,
+        unschedulable: 0,
+        new_claims: 0,
+        commands: 0,
+        runs,
+    };
+    for _ in 0..runs {
+        let started = Instant::now();
+        let mut b = capstan_sched::SnapshotBuilder::new(&pending_pods, repel);
+        for info in &infos {
+            let on = by_node
+                .get(info.node.name.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mut used = Resources::new();
+            for p in on {
+                used.add(&p.requests);
+            }
+            b.node(&info.node, info.nodepool.as_deref(), on, &used);
+        }
+        let snapshot = b.build();
+        let plan = solve(
+            SolveInput {
+                snapshot: &snapshot,
+                pending: &pending_pods,
+                nodepools: &pools,
+                instance_types: &types,
+            },
+            &SolveOptions::default(),
+        );
+        plans.push(started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        let e = capstan_disrupt::evaluate(capstan_disrupt::Input {
+            nodes: &infos,
+            pods: &bound,
+            pdbs: &pdbs,
+            nodepools: &pools,
+            instance_types: &types,
+            daemonsets: &[],
+            now,
+            spot_to_spot: false,
+            ignore_preferences: false,
+        });
+        evals.push(started.elapsed().as_secs_f64());
+        row.on_new = plan.new_claims.iter().map(|c| c.pods.len()).sum();
+        row.on_existing = plan.existing.iter().map(|b| b.pods.len()).sum();
+        row.unschedulable = plan.unschedulable.len();
+        row.new_claims = plan.new_claims.len();
+        row.commands = e.commands.len();
+    }
+    row.plan_seconds = median(plans);
+    row.evaluation_seconds = median(evals);
+    row.seconds = row.plan_seconds + row.evaluation_seconds;
+    row
+}
+
+#[cfg(test)]
+mod pass_tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_plans_every_pending_pod_and_times_both_halves() {
+        let row = run_pass(40, 20, 100, 1, 2);
+        assert_eq!(row.nodes, 40);
+        assert_eq!(row.pending, 100);
+        assert_eq!(row.on_existing + row.on_new + row.unschedulable, 100);
+        // The 20 pods with hostname anti-affinity each need a node of their own; 40 nodes
+        // have room for all of them.
+        assert_eq!(row.unschedulable, 0);
+        assert!(row.pods > 40 && row.pods <= 40 * 20, "{}", row.pods);
+        assert!(row.plan_seconds > 0.0 && row.evaluation_seconds > 0.0);
+        assert_eq!(row.seconds, row.plan_seconds + row.evaluation_seconds);
+        assert_eq!(row.runs, 2);
+    }
+}

@@ -324,6 +324,25 @@ enum BenchCommand {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// One controller pass on a synthetic cluster (N nodes, ~P pods each): the plan for a batch
+    /// of pending pods (a snapshot of the cluster, then the solve) and one full disruption
+    /// evaluation, each timed (median of the runs).
+    Pass {
+        #[arg(long, default_value_t = 10000)]
+        nodes: usize,
+        /// At most this many pods per node (33: about 30.7 on average, 306,762 at 10,000 nodes).
+        #[arg(long = "pods-per-node", default_value_t = 33)]
+        pods_per_node: usize,
+        /// Pending pods in the batch (the scheduling benchmark's five groups).
+        #[arg(long, default_value_t = 1000)]
+        pending: usize,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// One full disruption evaluation of a synthetic cluster (N nodes, ~P pods each).
     Disruption {
         #[arg(long, default_value_t = 1000)]
@@ -814,6 +833,60 @@ fn bench_simulate(scenario: Option<&str>, seed: u64, output: Output) -> Result<(
     }
 }
 
+fn bench_pass(
+    nodes: usize,
+    pods_per_node: usize,
+    pending: usize,
+    runs: usize,
+    seed: u64,
+    output: Output,
+) -> Result<()> {
+    if nodes == 0 || pods_per_node == 0 || pending == 0 || runs == 0 {
+        return Err(InputError(
+            "--nodes, --pods-per-node, --pending and --runs must be positive".into(),
+        )
+        .into());
+    }
+    let row = bench::run_pass(nodes, pods_per_node, pending, seed, runs);
+    match output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&row)?)),
+        Output::Table => emit(&pass_table(&[row])),
+    }
+}
+
+fn pass_table(rows: &[bench::PassRow]) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.nodes.to_string(),
+                r.pods.to_string(),
+                r.pending.to_string(),
+                fixed(r.plan_seconds, 4),
+                fixed(r.evaluation_seconds, 4),
+                fixed(r.seconds, 4),
+                format!("{}/{}/{}", r.on_existing, r.on_new, r.unschedulable),
+                r.new_claims.to_string(),
+                r.commands.to_string(),
+            ]
+        })
+        .collect();
+    table::render(
+        &[
+            "NODES",
+            "PODS",
+            "PENDING",
+            "PLAN S",
+            "EVALUATION S",
+            "PASS S",
+            "EXISTING/NEW/NOWHERE",
+            "CLAIMS",
+            "COMMANDS",
+        ],
+        &cells,
+    )
+}
+
 /// `large.yaml` scaled to `nodes` nodes (named for them), optionally cut to `duration`.
 fn scaled_scenario(nodes: usize, duration: Option<&str>) -> Result<String> {
     use capstan_sim::scenario;
@@ -866,6 +939,8 @@ fn bench_scale(nodes: &[usize], duration: Option<&str>, seed: u64, output: Outpu
         }
         let mut row: serde_json::Value = serde_json::from_slice(&out.stdout)?;
         row["nodes"] = n.into();
+        eprintln!("timing one controller pass at {n} nodes…");
+        row["pass"] = serde_json::to_value(bench::run_pass(n, 33, 1000, seed, 3))?;
         Ok(row)
     };
     let rows: Result<Vec<serde_json::Value>> = nodes.iter().map(|&n| run(n)).collect();
@@ -906,6 +981,12 @@ fn bench_scale(nodes: &[usize], duration: Option<&str>, seed: u64, output: Outpu
                         fixed(r["controller_seconds"].as_f64().unwrap_or(0.0), 1),
                         pass(&r["slowest_plan"]),
                         pass(&r["slowest_evaluation"]),
+                        format!(
+                            "{} + {} s ({} pods)",
+                            fixed(r["pass"]["plan_seconds"].as_f64().unwrap_or(0.0), 3),
+                            fixed(r["pass"]["evaluation_seconds"].as_f64().unwrap_or(0.0), 3),
+                            r["pass"]["pods"]
+                        ),
                     ]
                 })
                 .collect();
@@ -921,6 +1002,7 @@ fn bench_scale(nodes: &[usize], duration: Option<&str>, seed: u64, output: Outpu
                     "CONTROLLER S",
                     "SLOWEST PLAN (PODS)",
                     "SLOWEST EVALUATION (NODES)",
+                    "PASS: 1,000 PENDING + EVALUATION",
                 ],
                 &cells,
             ))
@@ -1388,6 +1470,14 @@ fn main() -> ExitCode {
                 Some(n) => scaled_scenario(n, duration.as_deref()).and_then(|t| emit(&t)),
                 None => bench_scale(&nodes, duration.as_deref(), seed, output),
             },
+            BenchCommand::Pass {
+                nodes,
+                pods_per_node,
+                pending,
+                runs,
+                seed,
+                output,
+            } => bench_pass(nodes, pods_per_node, pending, runs, seed, output),
             BenchCommand::Disruption {
                 nodes,
                 pods_per_node,

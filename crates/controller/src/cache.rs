@@ -36,6 +36,10 @@ pub struct Cache {
     pods_on: BTreeMap<String, BTreeMap<String, Arc<Pod>>>,
     /// Node name → the summed requests of the active pods bound to it.
     used_on: BTreeMap<String, Resources>,
+    /// Node name → a fingerprint of the set of active pods bound to it (the wrapping sum of
+    /// [`pod_fingerprint`] over them), kept as pods come and go: a loop that wants to know
+    /// whether a node's pods changed compares it instead of going over them.
+    pods_fingerprint: BTreeMap<String, u64>,
     /// Nodes that active pods are bound to but that are not in the cache.
     dangling: BTreeSet<String>,
     /// Pods with required pod anti-affinity.
@@ -61,6 +65,20 @@ pub struct Counters {
     pub freed: u64,
     /// Bumped by every change to a node.
     pub node_generation: u64,
+}
+
+/// One pod's share of a node's [`Cache::pods_fingerprint`]: FNV-1a over its uid and key,
+/// then mixed (splitmix64's finalizer) so that sums of them rarely collide.
+fn pod_fingerprint(uid: &str, key: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in uid.bytes().chain([0]).chain(key.bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 impl Cache {
@@ -378,6 +396,8 @@ impl Cache {
                     .or_default()
                     .insert(key.to_string(), p.clone());
                 self.used_on.entry(n.clone()).or_default().add(&p.requests);
+                let f = self.pods_fingerprint.entry(n.clone()).or_default();
+                *f = f.wrapping_add(pod_fingerprint(&p.uid, key));
             }
             None => {
                 self.pending.insert(key.to_string());
@@ -394,10 +414,14 @@ impl Cache {
                         if let Some(u) = self.used_on.get_mut(n) {
                             u.sub(&old.requests);
                         }
+                        if let Some(f) = self.pods_fingerprint.get_mut(n) {
+                            *f = f.wrapping_sub(pod_fingerprint(&old.uid, key));
+                        }
                     }
                     if set.is_empty() {
                         self.pods_on.remove(n);
                         self.used_on.remove(n);
+                        self.pods_fingerprint.remove(n);
                         self.dangling.remove(n);
                     }
                 }
@@ -530,6 +554,12 @@ impl Cache {
             .collect()
     }
 
+    /// A fingerprint of which active pods (by uid and key) are bound to `node`: it changes
+    /// when one comes or goes, not when one is updated in place. 0 for none.
+    pub fn pods_fingerprint(&self, node: &str) -> u64 {
+        self.pods_fingerprint.get(node).copied().unwrap_or(0)
+    }
+
     /// The summed requests of the active pods bound to `node`.
     pub fn used_on(&self, node: &str) -> Option<&Resources> {
         self.used_on.get(node)
@@ -601,6 +631,10 @@ impl Cache {
         };
         check("pods_on", keys(&self.pods_on) == keys(&fresh.pods_on))?;
         check("used_on", self.used_on == fresh.used_on)?;
+        check(
+            "pods_fingerprint",
+            self.pods_fingerprint == fresh.pods_fingerprint,
+        )?;
         check("dangling", self.dangling == fresh.dangling)?;
         check("repelling", self.repelling == fresh.repelling)?;
         check("pending", self.pending == fresh.pending)?;

@@ -160,7 +160,7 @@ pub(crate) struct Disruption {
 pub(crate) struct PodEvents {
     /// The cache's pod generation when last sampled.
     seen: Option<u64>,
-    /// Node → (a fingerprint of its pods' uids, clock seconds it last changed).
+    /// Node → (the cache's fingerprint of its pods, clock seconds it last changed).
     nodes: BTreeMap<String, (u64, f64)>,
 }
 
@@ -173,12 +173,7 @@ impl PodEvents {
         self.seen = Some(generation);
         let mut next = BTreeMap::new();
         for n in cache.nodes() {
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for p in cache.pods_on(&n.name) {
-                for b in p.uid.bytes().chain(p.key_bytes()).chain([0]) {
-                    h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-                }
-            }
+            let h = cache.pods_fingerprint(&n.name);
             let since = match self.nodes.get(&n.name) {
                 Some(&(old, since)) if old == h => since,
                 _ => now,

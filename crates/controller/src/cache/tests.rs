@@ -48,6 +48,39 @@ fn binding_a_pod_moves_it_from_pending_to_its_node() {
 }
 
 #[test]
+fn a_nodes_pod_fingerprint_changes_when_a_pod_comes_or_goes_not_when_one_is_updated() {
+    let mut c = Cache::default();
+    c.apply(applied(1, node("n1")));
+    assert_eq!(c.pods_fingerprint("n1"), 0, "no pods");
+    c.apply(applied(2, Object::Pod(pod("a", Some("n1")))));
+    let one = c.pods_fingerprint("n1");
+    assert_ne!(one, 0);
+    c.apply(applied(3, Object::Pod(pod("b", Some("n1")))));
+    let two = c.pods_fingerprint("n1");
+    assert_ne!(two, one);
+    // An update in place (a label, the phase's details) is no pod event.
+    let mut b = Pod::clone(&pod("b", Some("n1")));
+    b.labels.insert("touched".into(), "yes".into());
+    c.apply(applied(4, Object::Pod(Arc::new(b))));
+    assert_eq!(c.pods_fingerprint("n1"), two);
+    // The same name with a new uid is another pod.
+    let mut again = Pod::clone(&pod("b", Some("n1")));
+    again.uid = "u2".into();
+    c.apply(applied(5, Object::Pod(Arc::new(again))));
+    assert_ne!(c.pods_fingerprint("n1"), two);
+    c.apply(Change::Deleted(Kind::Pod, "default/a".into()));
+    c.apply(Change::Deleted(Kind::Pod, "default/b".into()));
+    assert_eq!(c.pods_fingerprint("n1"), 0, "all gone");
+    c.apply(applied(8, Object::Pod(pod("a", Some("n1")))));
+    assert_eq!(
+        c.pods_fingerprint("n1"),
+        one,
+        "a set's fingerprint, whatever led to it"
+    );
+    c.check_indexes().unwrap();
+}
+
+#[test]
 fn a_pods_volume_requirements_follow_its_claim_volume_and_class_as_they_come_and_change() {
     use capstan_model::labels::ZONE;
     use capstan_model::volume::{Claim, ClaimRef, StorageClass, Volume};
