@@ -416,15 +416,19 @@ impl<'a> Engine<'a> {
         let mut free = Vec::with_capacity(input.nodes.len());
         let mut load = Vec::with_capacity(input.nodes.len());
         let mut used_all = Vec::with_capacity(input.nodes.len());
+        let mut movable_on: Vec<Vec<usize>> = Vec::with_capacity(input.nodes.len());
         for n in input.nodes {
             let mut used = capstan_model::Resources::new();
             let mut movable = capstan_model::Resources::new();
+            let mut movable_pods = Vec::new();
             for &p in &pods_on[used_all.len()] {
-                used = used.plus(&input.pods[p].requests);
+                used.add(&input.pods[p].requests);
                 if input.pods[p].reschedulable() {
-                    movable = movable.plus(&input.pods[p].requests);
+                    movable.add(&input.pods[p].requests);
+                    movable_pods.push(p);
                 }
             }
+            movable_on.push(movable_pods);
             free.push(if n.disrupting() {
                 capstan_model::Resources::new()
             } else {
@@ -439,15 +443,6 @@ impl<'a> Engine<'a> {
             load.push(movable);
             used_all.push(used);
         }
-        let movable_on = pods_on
-            .iter()
-            .map(|ps| {
-                ps.iter()
-                    .copied()
-                    .filter(|&p| input.pods[p].reschedulable())
-                    .collect()
-            })
-            .collect();
         let moving = pods_on
             .iter()
             .zip(input.nodes)
