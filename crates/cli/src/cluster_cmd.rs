@@ -269,7 +269,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
     let settings = Settings {
         qps: args.kube_api_qps,
         burst: args.kube_api_burst,
-        lease_namespace,
+        lease_namespace: lease_namespace.clone(),
         lease_name: args.lease_name.clone(),
         identity: identity.clone(),
     };
@@ -291,6 +291,8 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         batch_max: args.batch_max,
         metrics_state_interval: 1.0,
         lease_name: args.lease_name.clone(),
+        // Placeholders live beside the Lease, in capstan's namespace (the chart's Role).
+        headroom_namespace: lease_namespace,
         spot_to_spot_consolidation: args.feature_gates.spot_to_spot_consolidation,
         static_capacity: args.feature_gates.static_capacity,
         ..Default::default()

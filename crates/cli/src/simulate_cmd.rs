@@ -45,11 +45,16 @@ pub fn run_one(sc: &Compiled, seed: u64, faults: bool, progress: &mut dyn FnMut(
     o
 }
 
-/// Writes `summary.json` and `report.html` into `dir`.
+/// Writes `summary.json` and `report.html` into `dir`, and `forecast.json` (what each
+/// forecasting workload learned) when a workload forecasts.
 pub fn write(dir: &Path, o: &Outcome) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("summary.json"), summary_json(&o.summary))?;
     std::fs::write(dir.join("report.html"), capstan_sim::report::html(o))?;
+    if !o.forecasts.is_empty() {
+        let text = serde_json::to_string(&o.forecasts).map_err(std::io::Error::other)?;
+        std::fs::write(dir.join("forecast.json"), text + "\n")?;
+    }
     Ok(())
 }
 

@@ -278,6 +278,10 @@ pub enum Write {
         name: String,
         conditions: Vec<capstan_model::nodepool::Condition>,
     },
+    /// `POST pods`: a NodePool's headroom placeholder, the only pod capstan creates
+    /// (labelled with its NodePool, PriorityClass `capstan-headroom`, the pause image,
+    /// requesting `requests`, on the pool's nodes, tolerating its taints).
+    CreatePod(Box<Pod>),
     /// `POST events` (events.k8s.io/v1).
     Event(ClusterEvent),
     /// `POST leases` in the lease namespace.
@@ -307,6 +311,7 @@ impl Write {
             Write::Delete { .. } => "delete nodeclaim",
             Write::Evict { .. } => "evict pod",
             Write::PoolStatus { .. } => "patch nodepool status",
+            Write::CreatePod(_) => "create pod",
             Write::Event(_) => "publish event",
             Write::CreateLease(_) => "create lease",
             Write::UpdateLease { .. } => "update lease",
@@ -347,6 +352,7 @@ impl Write {
             Write::Delete { kind, key, .. } => format!("{}/{key}", kind.plural()),
             Write::Evict { pod, .. } => format!("pods/{pod}"),
             Write::PoolStatus { name, .. } => format!("nodepools/{name}"),
+            Write::CreatePod(p) => format!("pods/{}", p.key()),
             Write::Event(e) => format!("{}/{}", e.regarding.0.plural(), e.regarding.1),
             Write::CreateLease(_) | Write::UpdateLease { .. } => format!("leases/{LEASE_NAME}"),
         }

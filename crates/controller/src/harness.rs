@@ -1246,3 +1246,69 @@ fn a_registered_node_not_yet_initialized_takes_a_new_pending_pod_instead_of_a_ne
         );
     });
 }
+
+/// The default NodePool (m7i.large) with `capstan.dev/headroom: annotation`.
+fn headroom_pool(annotation: &str) -> NodePool {
+    let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "capstan.dev/v1", "kind": "NodePool",
+        "metadata": {"name": "default", "annotations": {"capstan.dev/headroom": annotation}},
+        "spec": {"template": {"spec": {"requirements": [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7i.large"]}]}}}
+    }))
+    .unwrap();
+    NodePool::compile_fail_closed(&obj).unwrap()
+}
+
+#[test]
+fn a_nodepools_headroom_is_kept_as_placeholder_pods_made_again_when_preempted() {
+    block(async {
+        let mut w = World::new(headroom_pool("count=2,cpu=500m,memory=1Gi"));
+        w.run_a(3).await;
+        let key = |i: u32| format!("kube-system/capstan-headroom-default-{i}");
+        for i in 0..2 {
+            let p = w.api.pod(&key(i)).expect("a placeholder");
+            assert_eq!(p.priority, capstan_model::headroom::PRIORITY);
+            assert_eq!(p.requests.cpu, 500);
+        }
+        assert!(w.api.pod(&key(2)).is_none());
+        // kube-scheduler finds no node for them: capstan launches one, as for any pod.
+        for i in 0..2 {
+            let mut p = Pod::clone(&w.api.pod(&key(i)).unwrap());
+            p.unschedulable = true;
+            w.api.put(Object::Pod(Arc::new(p)));
+        }
+        w.run_a(3).await;
+        assert_eq!(w.claims().len(), 1, "one m7i.large holds both");
+        // A real pod preempts one: it is made again.
+        w.api.remove(Kind::Pod, &key(1));
+        w.run_a(1).await;
+        assert!(w.api.pod(&key(1)).is_some(), "made again");
+        // Less headroom asked for: the extra placeholder goes.
+        w.api.put(Object::NodePool(Arc::new(headroom_pool(
+            "count=1,cpu=500m,memory=1Gi",
+        ))));
+        w.run_a(2).await;
+        assert!(w.api.pod(&key(0)).is_some());
+        assert!(w.api.pod(&key(1)).is_none(), "deleted");
+    });
+}
+
+#[test]
+fn a_headroom_annotation_that_does_not_parse_keeps_none_and_is_said_on_the_nodepool() {
+    block(async {
+        let mut w = World::new(headroom_pool("count=two,cpu=1"));
+        w.run_a(3).await;
+        assert!(!w.api.all(Kind::Pod).iter().any(
+            |o| matches!(o, Object::Pod(p) if p.labels.contains_key(capstan_model::headroom::LABEL))
+        ));
+        let events = w.api.events();
+        assert!(
+            events
+                .iter()
+                .any(|(_, e)| e.regarding == (Kind::NodePool, "default".into())
+                    && e.note.contains("capstan.dev/headroom")
+                    && e.note.contains("count=two")),
+            "{events:?}"
+        );
+    });
+}

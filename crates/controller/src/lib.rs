@@ -33,6 +33,7 @@ mod context;
 mod disruption;
 mod election;
 mod gc;
+pub mod headroom;
 mod interruption;
 mod launch;
 mod lifecycle;
@@ -130,6 +131,8 @@ pub struct Config {
     /// `--expendable-pods-priority-cutoff`): they never cause a launch, and run only where
     /// there is room.
     pub expendable_priority_cutoff: i32,
+    /// The namespace NodePools' headroom placeholder pods live in (capstan's own).
+    pub headroom_namespace: String,
     /// Karpenter's `--preference-policy Ignore`: plan pods without their preferences
     /// (preferred node and pod (anti-)affinity, `ScheduleAnyway` spread). Off: they are
     /// honoured where they can be and relaxed where they cannot.
@@ -182,6 +185,7 @@ impl Default for Config {
             catalog_ttl: 300.0,
             scheduler_names: vec![capstan_model::pod::DEFAULT_SCHEDULER.to_string()],
             expendable_priority_cutoff: EXPENDABLE_PRIORITY_CUTOFF,
+            headroom_namespace: "kube-system".into(),
             ignore_preferences: false,
             relax_min_values: false,
             metrics_state_interval: 0.0,
@@ -207,6 +211,11 @@ pub enum Action {
         unschedulable: usize,
         /// Seconds the plan took on the controller's clock (0 on the simulator's paused clock).
         plan_seconds: f64,
+    },
+    /// A NodeClaim created for pending pods: the launch request they waited for.
+    Requested {
+        claim: String,
+        pods: Vec<String>,
     },
     Launched {
         claim: String,
@@ -295,6 +304,7 @@ pub struct Controller<A: ClusterApi, C: CloudProvider> {
     launcher: launch::Launcher,
     provisioner: provisioning::Provisioner,
     disruption: disruption::Disruption,
+    headroom: headroom::Headroom,
     gc: gc::Gc,
     /// Clock seconds the state gauges were last rebuilt.
     state_at: Option<f64>,
@@ -315,6 +325,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             lifecycle: lifecycle::Lifecycle::default(),
             provisioner: provisioning::Provisioner::default(),
             disruption: disruption::Disruption::default(),
+            headroom: headroom::Headroom::default(),
             gc: gc::Gc::default(),
             state_at: None,
             reported_pruned_at: 0.0,
@@ -456,6 +467,10 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
             .reconcile(&mut cx!(self), &mut self.launcher, now)
             .instrument(tracing::debug_span!("lifecycle", %identity, now))
             .await;
+        self.headroom
+            .reconcile(&mut cx!(self), now)
+            .instrument(tracing::debug_span!("headroom", %identity, now))
+            .await;
         self.provisioner
             .reconcile(&mut cx!(self), now)
             .instrument(tracing::debug_span!("provisioning", %identity, now))
@@ -481,6 +496,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         self.lifecycle = lifecycle::Lifecycle::default();
         self.provisioner = provisioning::Provisioner::default();
         self.disruption = disruption::Disruption::default();
+        self.headroom = headroom::Headroom::default();
         tracing::info!(now, identity = %self.config.identity, "leading: relisting");
     }
 }

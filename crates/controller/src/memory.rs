@@ -158,6 +158,12 @@ impl InMemoryApi {
         std::mem::take(&mut self.lock().removed)
     }
 
+    /// Each PodDisruptionBudget selecting `pod` (`namespace/name`), with the disruptions it
+    /// allows now.
+    pub fn pdb_allowances(&self, pod: &Pod) -> Vec<(String, i64)> {
+        self.lock().pdb_allowances(pod)
+    }
+
     /// Whether a PDB would refuse to let `pod` go now.
     pub fn pdb_blocks(&self, pod: &Pod) -> bool {
         self.lock().blocking_pdb(pod).is_some()

@@ -473,9 +473,9 @@ impl Provisioner {
                 .await;
             if let Some(name) = claim {
                 created += 1;
-                for &i in &nc.pods {
-                    nominate.push((pending[i].key(), name.clone()));
-                }
+                let pods: Vec<String> = nc.pods.iter().map(|&i| pending[i].key()).collect();
+                nominate.extend(pods.iter().map(|k| (k.clone(), name.clone())));
+                cx.record(now, Action::Requested { claim: name, pods });
             }
         }
         for (pod, claim) in &nominate {

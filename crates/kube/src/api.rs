@@ -9,6 +9,7 @@
 //! | `Taint` | `PATCH /api/v1/nodes/{name}` (JSON patch: the resourceVersion, then tests of the taints at their indexes) |
 //! | `Delete` | `DELETE …/{name}` with `preconditions: {uid, resourceVersion}` |
 //! | `Evict` | `POST /api/v1/namespaces/{ns}/pods/{name}/eviction` (`policy/v1` Eviction, uid precondition) |
+//! | `CreatePod` | `POST /api/v1/namespaces/{ns}/pods` (a headroom placeholder) |
 //! | `Event` | `POST /apis/events.k8s.io/v1/namespaces/{ns}/events` |
 //! | `CreateLease`, `UpdateLease` | `POST`/`PUT /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}` (PUT carries the resourceVersion) |
 
@@ -637,6 +638,27 @@ impl ClusterApi for KubeApi {
                     .await
                     .map_err(|e| api_error(&t, Kind::NodePool, e))?;
                 Ok(Written::Done)
+            }
+            Write::CreatePod(p) => {
+                let key = p.key();
+                let t = target(Kind::Pod, &key);
+                let body: Pod =
+                    serde_json::from_value(convert::new_headroom_pod(&p)).map_err(|e| {
+                        ApiError::Invalid {
+                            target: t.clone(),
+                            message: e.to_string(),
+                        }
+                    })?;
+                let api: Api<Pod> = Api::namespaced(self.client.clone(), &p.namespace);
+                self.throttle.wait().await;
+                let created = api
+                    .create(&PostParams::default(), &body)
+                    .await
+                    .map_err(|e| api_error(&t, Kind::Pod, e))?;
+                Ok(Written::Object(
+                    convert::meta(&created.metadata),
+                    convert::pod(&created),
+                ))
             }
             Write::Event(e) => self.event(e).await,
             Write::CreateLease(l) => {

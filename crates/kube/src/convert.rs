@@ -141,10 +141,107 @@ pub fn new_claim(c: &NodeClaim) -> Value {
     o
 }
 
+/// The image headroom placeholders run: it sleeps and holds the room.
+pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+/// A headroom placeholder as the API server takes it: capstan's compact pod (name, labels,
+/// requests, node selector, tolerations) at the headroom PriorityClass, running the pause
+/// image, gone at once when preempted.
+pub fn new_headroom_pod(p: &capstan_model::Pod) -> Value {
+    use capstan_model::resources::format_amount;
+    use capstan_model::taints::TolerationOperator;
+    let mut requests = serde_json::Map::new();
+    for (name, v) in p.requests.iter() {
+        if v > 0 && name != capstan_model::resources::PODS {
+            requests.insert(name.to_string(), format_amount(name, v).into());
+        }
+    }
+    let tolerations: Vec<Value> = p
+        .tolerations
+        .iter()
+        .map(|t| {
+            let mut o = serde_json::json!({
+                "key": t.key,
+                "operator": match t.operator {
+                    TolerationOperator::Exists => "Exists",
+                    TolerationOperator::Equal => "Equal",
+                },
+            });
+            if t.operator == TolerationOperator::Equal {
+                o["value"] = t.value.clone().into();
+            }
+            if let Some(e) = t.effect {
+                o["effect"] = e.as_str().into();
+            }
+            o
+        })
+        .collect();
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": p.name, "namespace": p.namespace, "labels": p.labels},
+        "spec": {
+            "priorityClassName": capstan_model::headroom::PRIORITY_CLASS,
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": false,
+            "nodeSelector": p.node_selector.single_values(),
+            "tolerations": tolerations,
+            "containers": [{
+                "name": "pause",
+                "image": PAUSE_IMAGE,
+                "resources": {"requests": requests},
+            }],
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_headroom_placeholder_reads_back_as_the_pod_capstan_asked_for() {
+        use capstan_model::taints::{Effect, Toleration};
+        let mut p = capstan_model::Pod {
+            name: "capstan-headroom-general-0".into(),
+            namespace: "kube-system".into(),
+            priority: capstan_model::headroom::PRIORITY,
+            never_preempts: true,
+            ..Default::default()
+        };
+        p.labels
+            .insert(capstan_model::headroom::LABEL.into(), "general".into());
+        p.requests.cpu = 1500;
+        p.requests.memory = 2 << 30;
+        p.requests.pods = 1;
+        p.node_selector
+            .add(capstan_model::requirements::Requirement::in_values(
+                capstan_model::labels::NODEPOOL,
+                ["general"],
+            ));
+        p.tolerations
+            .push(Toleration::exists("dedicated", Some(Effect::NoSchedule)));
+        let mut v = new_headroom_pod(&p);
+        assert_eq!(v["spec"]["priorityClassName"], "capstan-headroom");
+        assert_eq!(
+            v["spec"]["containers"][0]["resources"]["requests"],
+            json!({"cpu": "1500m", "memory": "2Gi"})
+        );
+        // As admission resolves the class.
+        v["spec"]["priority"] = json!(-1);
+        v["spec"]["preemptionPolicy"] = json!("Never");
+        let k: Pod = serde_json::from_value(v).unwrap();
+        let Object::Pod(back) = pod(&k) else {
+            panic!("a pod");
+        };
+        assert_eq!(back.key(), p.key());
+        assert_eq!(back.labels, p.labels);
+        assert_eq!(back.requests, p.requests);
+        assert_eq!(back.node_selector, p.node_selector);
+        assert_eq!(back.tolerations, p.tolerations);
+        assert_eq!((back.priority, back.never_preempts), (-1, true));
+    }
 
     fn dynamic(v: Value) -> DynamicObject {
         serde_json::from_value(v).unwrap()

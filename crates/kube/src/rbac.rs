@@ -65,11 +65,13 @@ pub const FAKE: &[Permission] = &[
     ("", "nodes/status", "patch"),
 ];
 
-/// In the Lease's namespace: leader election.
+/// In the Lease's namespace (capstan's own): leader election, and the NodePools' headroom
+/// placeholder pods (deleted with the cluster-wide `pods delete`).
 pub const LEASE: &[Permission] = &[
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "update"),
+    ("", "pods", "create"),
 ];
 
 /// The cluster-wide permissions for a provider.

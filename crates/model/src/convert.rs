@@ -605,6 +605,7 @@ pub fn pod_spec(
         node_selector,
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
         priority: spec.priority.unwrap_or(0),
+        never_preempts: spec.preemption_policy.as_deref() == Some("Never"),
         host_ports: ports,
         termination_grace_seconds: spec.termination_grace_period_seconds,
         scheduling_gated: spec

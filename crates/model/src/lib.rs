@@ -9,6 +9,7 @@ pub mod claim;
 pub mod convert;
 pub mod disruption;
 pub mod error;
+pub mod headroom;
 pub mod labels;
 pub mod load;
 pub mod nodepool;

@@ -202,7 +202,8 @@ impl QuantityValue {
     }
 }
 
-/// What [`NodePool::compile_with`] does with budgets that do not compile.
+/// What [`NodePool::compile_with`] does with budgets (or a headroom annotation) that do not
+/// compile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum BudgetErrors {
     Reject,
@@ -237,6 +238,9 @@ pub struct NodePool {
     /// Replace spot nodes on a rebalance recommendation (annotation
     /// `capstan.dev/spot-rebalance: "true"`).
     pub spot_rebalance: bool,
+    /// Spare capacity kept as placeholder pods (annotation `capstan.dev/headroom`); a value
+    /// that does not parse keeps none, and says so in `unsupported`.
+    pub headroom: Option<crate::headroom::Headroom>,
     /// A static NodePool (Karpenter's `spec.replicas`): this many nodes whatever the pods,
     /// no pod-driven launches and no consolidation.
     pub replicas: Option<u32>,
@@ -474,6 +478,20 @@ impl NodePool {
                 Some(r)
             }
         };
+        let headroom = match obj.metadata.annotations.get(crate::headroom::ANNOTATION) {
+            None => None,
+            Some(v) => match crate::headroom::Headroom::parse(v) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    let field = format!("metadata.annotations[{}]", crate::headroom::ANNOTATION);
+                    if let BudgetErrors::Reject = budget_errors {
+                        return Err(FieldError::new(field, e));
+                    }
+                    unsupported.push(format!("{field}: {e}; no headroom is kept"));
+                    None
+                }
+            },
+        };
         Ok(NodePool {
             name: obj.metadata.name.clone(),
             weight: spec.weight.unwrap_or(0),
@@ -492,6 +510,7 @@ impl NodePool {
                 .annotations
                 .get("capstan.dev/spot-rebalance")
                 .is_some_and(|v| v == "true"),
+            headroom,
             replicas,
             unsupported,
             deleting: obj
@@ -658,6 +677,23 @@ mod tests {
 
     fn template(json: serde_json::Value) -> NodeClaimTemplate {
         serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn a_headroom_annotation_that_does_not_parse_is_refused_from_a_file_and_kept_out_in_a_cluster()
+    {
+        let obj: NodePoolObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "general", "annotations": {"capstan.dev/headroom": "count=1"}},
+            "spec": {"template": {"spec": {"requirements": []}}}
+        }))
+        .unwrap();
+        let e = NodePool::compile(&obj).unwrap_err();
+        assert_eq!(e.field, "metadata.annotations[capstan.dev/headroom]");
+        assert!(e.to_string().contains("cpu and/or memory"), "{e}");
+        let p = NodePool::compile_fail_closed(&obj).unwrap();
+        assert!(p.headroom.is_none());
+        assert_eq!(p.unsupported.len(), 1, "{:?}", p.unsupported);
     }
 
     #[test]

@@ -143,6 +143,9 @@ pub struct Pod {
     /// Effective requests (Kubernetes' rules, overhead included) plus `pods: 1`.
     pub requests: Resources,
     pub priority: i32,
+    /// `spec.preemptionPolicy: Never`: the pod waits for room rather than preempting
+    /// lower-priority pods.
+    pub never_preempts: bool,
     /// `spec.nodeSelector` as requirements.
     pub node_selector: Requirements,
     /// Required node affinity: OR of terms. Empty means no such constraint.

@@ -200,6 +200,22 @@ impl Resources {
         }
     }
 
+    /// `n` times these amounts, saturating as `add` does.
+    pub fn times(&self, n: i64) -> Resources {
+        Resources {
+            cpu: self.cpu.saturating_mul(n),
+            memory: self.memory.saturating_mul(n),
+            ephemeral_storage: self.ephemeral_storage.saturating_mul(n),
+            pods: self.pods.saturating_mul(n),
+            extended: self
+                .extended
+                .iter()
+                .map(|(k, v)| (k.clone(), v.saturating_mul(n)))
+                .filter(|(_, v)| *v != 0)
+                .collect(),
+        }
+    }
+
     pub fn plus(&self, other: &Resources) -> Resources {
         let mut r = self.clone();
         r.add(other);

@@ -226,6 +226,12 @@ fn existing_cells(
 
 /// The bound for all pending pods of a solve input.
 pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
+    lower_bound_counted(input, &vec![1; input.pending.len()])
+}
+
+/// The bound for `counts[i]` pods like `input.pending[i]` each: the same figure as
+/// [`lower_bound`] over the pods written out, without building or grouping them one by one.
+pub fn lower_bound_counted(input: &SolveInput<'_>, counts: &[usize]) -> Result<f64, PackError> {
     let mut cells: Vec<Cell> = Vec::new();
     // (pool, type) cells.
     let mut pool_cells: Vec<Vec<(usize, usize)>> = Vec::new(); // per pool: (type, cell)
@@ -259,6 +265,10 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
     // Pods with the same requirements, tolerations and requests may use the same cells.
     let mut shapes: BTreeMap<String, (Vec<usize>, Resources)> = BTreeMap::new();
     for (i, p) in input.pending.iter().enumerate() {
+        let n = counts.get(i).copied().unwrap_or(1);
+        if n == 0 {
+            continue;
+        }
         let key = format!(
             "{}|{:?}|{:?}",
             pod_requirements(p),
@@ -269,7 +279,7 @@ pub fn lower_bound(input: &SolveInput<'_>) -> Result<f64, PackError> {
             .entry(key)
             .or_insert_with(|| (Vec::new(), Resources::new()));
         e.0.push(i);
-        e.1.add(&p.requests);
+        e.1.add(&p.requests.times(n as i64));
     }
     let mut groups_by_cells: BTreeMap<Vec<usize>, Resources> = BTreeMap::new();
     for (pods, demand) in shapes.values() {

@@ -837,3 +837,37 @@ fn a_claims_instance_types_are_cut_to_the_sixty_cheapest_unless_min_values_needs
     let short = truncate_options(&types, all[..10].to_vec(), &Requirements::default());
     assert_eq!(short, all[..10].to_vec(), "ten options stay ten");
 }
+
+#[test]
+fn a_counted_bound_equals_the_bound_over_the_pods_written_out() {
+    let types = catalog(SMALL);
+    let pools = [spot_pool()];
+    let snapshot = Snapshot::default();
+    let gpu = pod("g", 1000, 2048, json!({"gpu": 1}), json!({}));
+    let shapes = [plain("a", 250, 512), plain("b", 2000, 8192), gpu];
+    for counts in [[1, 1, 1], [7, 0, 2], [40, 13, 5], [0, 0, 0]] {
+        let mut written: Vec<Pod> = Vec::new();
+        for (s, &n) in shapes.iter().zip(&counts) {
+            for i in 0..n {
+                let mut p = s.clone();
+                p.name = format!("{}-{i}", s.name);
+                written.push(p);
+            }
+        }
+        let written = shared(&written);
+        let one = shared(&shapes);
+        let input = |pending| SolveInput {
+            snapshot: &snapshot,
+            pending,
+            nodepools: &pools,
+            instance_types: &types,
+        };
+        let out = bound::lower_bound(&input(&written)).unwrap();
+        let counted = bound::lower_bound_counted(&input(&one), &counts).unwrap();
+        assert!(
+            (out - counted).abs() <= 1e-9 * out.max(1.0),
+            "{counts:?}: {out} written out, {counted} counted"
+        );
+        assert_eq!(counts == [0, 0, 0], counted == 0.0, "{counts:?}");
+    }
+}

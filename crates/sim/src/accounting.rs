@@ -28,6 +28,18 @@ impl Sim {
             Action::Deposed { reason } => {
                 self.event(t, "leader", format!("controller {who} deposed: {reason}"));
             }
+            Action::Requested { pods, .. } => {
+                for k in &pods {
+                    let Some(&w) = self.pods.get(k) else { continue };
+                    let Some(pt) = self.members[w].pods.get_mut(k) else {
+                        continue;
+                    };
+                    if pt.bound.is_none() && !pt.requested {
+                        pt.requested = true;
+                        self.request_durations.push(t - pt.created);
+                    }
+                }
+            }
             Action::Launched {
                 claim,
                 instance_type,
@@ -185,9 +197,17 @@ impl Sim {
         }
     }
 
+    /// A pod created at `created` stopped pending at `now` (bound, or gone, or the run ended).
+    pub(crate) fn waited(&mut self, created: f64, now: f64) {
+        self.pending_durations.push(now - created);
+        if created >= 86_400.0 {
+            self.pending_after_day_1.push(now - created);
+        }
+    }
+
     fn count_pending(&mut self, t: &PodTimes, now: f64) {
         if t.bound.is_none() {
-            self.pending_durations.push(now - t.created);
+            self.waited(t.created, now);
         }
     }
 
@@ -215,14 +235,7 @@ impl Sim {
             .inner
             .live_instances(|i| i.map(|i| i.price).sum());
         self.cost += rate / 60.0;
-        let (mut cpu, mut mem) = (0i64, 0i64);
-        for p in self.view.pods() {
-            if p.is_active() && !p.is_daemonset_pod() {
-                cpu += p.requests.cpu;
-                mem += p.requests.memory;
-            }
-        }
-        let bound = self.lower_bound_rate(now, cpu, mem).await;
+        let bound = self.lower_bound_rate(now).await;
         self.bound_cost += bound / 60.0;
         let (mut spot, mut od) = (0, 0);
         for n in self.view.nodes() {
@@ -240,6 +253,11 @@ impl Sim {
             rps: workload::rps(&self.sc.scenario.traffic, now)
                 * workload::noise(self.opts.seed, minute, self.sc.scenario.traffic.noise),
             replicas: self.workloads.iter().map(|w| w.desired).collect(),
+            floors: self
+                .workloads
+                .iter()
+                .map(|w| w.forecaster.as_ref().map_or(0, |f| f.floor))
+                .collect(),
             pending: self.view.pending().len(),
             pods,
             spot_nodes: spot,
@@ -250,59 +268,71 @@ impl Sim {
         });
     }
 
-    /// A lower bound on the hourly cost of any set of machines holding `cpu` millicores and
-    /// `mem` bytes of requests: each resource bought at the cheapest price per unit any
-    /// offering has right now.
-    async fn lower_bound_rate(&mut self, now: f64, cpu: i64, mem: i64) -> f64 {
-        let fresh = self.unit_prices.is_some_and(|(at, _, _)| now - at < 900.0);
+    /// A lower bound on the hourly cost of any set of machines holding every workload pod
+    /// present now (pending ones too: in hindsight they should have been running): the packing
+    /// crate's LP bound over them, with the offerings the cloud has now (refreshed every 15
+    /// minutes), reused while no workload's pod count changes.
+    async fn lower_bound_rate(&mut self, now: f64) -> f64 {
+        let fresh = self
+            .offered
+            .as_ref()
+            .is_some_and(|(at, _)| now - at < 900.0);
         if !fresh {
-            let (c, m) = self.unit_prices().await;
-            self.unit_prices = Some((now, c, m));
+            let types = self.offered_types().await;
+            self.offered = Some((now, types));
+            self.last_bound = None;
         }
-        let (_, per_cpu, per_byte) = self.unit_prices.expect("just set");
-        let a = if per_cpu.is_finite() {
-            per_cpu * cpu as f64
-        } else {
-            0.0
+        let counts: Vec<usize> = self.members.iter().map(|m| m.pods.len()).collect();
+        if let Some((c, b)) = &self.last_bound {
+            if *c == counts {
+                return *b;
+            }
+        }
+        let templates: Vec<Arc<Pod>> = self
+            .workloads
+            .iter()
+            .map(|w| Arc::new(w.template.clone()))
+            .collect();
+        let mut sb = SnapshotBuilder::new(&[], false);
+        sb.daemonsets(self.view.daemonsets().map(|p| Pod::clone(p)));
+        let snapshot = sb.build();
+        let types = self
+            .offered
+            .as_ref()
+            .map(|(_, t)| t.as_slice())
+            .unwrap_or(&[]);
+        let input = capstan_sched::SolveInput {
+            snapshot: &snapshot,
+            pending: &templates,
+            nodepools: &self.sc.nodepools,
+            instance_types: types,
         };
-        let b = if per_byte.is_finite() {
-            per_byte * mem as f64
-        } else {
-            0.0
+        let bound = match capstan_pack::bound::lower_bound_counted(&input, &counts) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "lower bound failed; counting 0");
+                0.0
+            }
         };
-        a.max(b)
+        self.last_bound = Some((counts, bound));
+        bound
     }
 
-    /// The cheapest price per millicore and per byte any available offering has now.
-    async fn unit_prices(&self) -> (f64, f64) {
-        let Some(pool) = self.sc.nodepools.first() else {
-            return (f64::INFINITY, f64::INFINITY);
-        };
-        let types = self
-            .cloud
-            .inner
-            .instance_types(pool)
-            .await
-            .unwrap_or_default();
-        let (mut per_cpu, mut per_byte) = (f64::INFINITY, f64::INFINITY);
-        for t in &types {
-            let Some(price) = t
-                .offerings
-                .iter()
-                .filter(|o| o.available)
-                .map(|o| o.price)
-                .min_by(f64::total_cmp)
-            else {
-                continue;
-            };
-            if t.allocatable.cpu > 0 {
-                per_cpu = per_cpu.min(price / t.allocatable.cpu as f64);
-            }
-            if t.allocatable.memory > 0 {
-                per_byte = per_byte.min(price / t.allocatable.memory as f64);
+    /// What the cloud offers now, with its availability, over every NodePool.
+    async fn offered_types(&self) -> Vec<InstanceType> {
+        let mut offered: BTreeMap<String, InstanceType> = BTreeMap::new();
+        for pool in &self.sc.nodepools {
+            for t in self
+                .cloud
+                .inner
+                .instance_types(pool)
+                .await
+                .unwrap_or_default()
+            {
+                offered.entry(t.name.clone()).or_insert(t);
             }
         }
-        (per_cpu, per_byte)
+        offered.into_values().collect()
     }
 
     pub(crate) async fn finish(&mut self) -> Outcome {
@@ -331,8 +361,30 @@ impl Sim {
         self.summary.pod_pending_seconds_p50 = round(percentile(&d, 50.0), 3);
         self.summary.pod_pending_seconds_p99 = round(percentile(&d, 99.0), 3);
         self.summary.pod_pending_seconds_max = round(d.last().copied().unwrap_or(0.0), 3);
+        if self.sc.duration > 86_400.0 {
+            let mut d = std::mem::take(&mut self.pending_after_day_1);
+            d.sort_by(f64::total_cmp);
+            self.summary.pod_pending_seconds_p99_after_day_1 = Some(round(percentile(&d, 99.0), 3));
+        }
+        for w in &self.workloads {
+            if let Some(e) = w.forecaster.as_ref().and_then(|f| f.relative_mae) {
+                self.summary
+                    .forecast_relative_mae
+                    .insert(w.spec.name.clone(), round(e, 4));
+            }
+        }
+        let mut r = std::mem::take(&mut self.request_durations);
+        r.sort_by(f64::total_cmp);
+        self.summary.pods_launched_for = r.len() as u64;
+        self.summary.pod_launch_request_seconds_p50 = round(percentile(&r, 50.0), 3);
+        self.summary.pod_launch_request_seconds_p99 = round(percentile(&r, 99.0), 3);
         self.summary.cost_usd = round(self.cost, 4);
         self.summary.cost_lower_bound_usd = round(self.bound_cost, 4);
+        self.summary.cost_over_bound = if self.bound_cost > 0.0 {
+            round(self.cost / self.bound_cost, 4)
+        } else {
+            0.0
+        };
         let stats = self.api.stats();
         self.summary.writes_refused_by_preconditions = stats.conflicts;
         self.summary.writes_from_deposed_leaders = stats.non_holder_writes;
@@ -342,6 +394,22 @@ impl Sim {
             workloads: self.workloads.iter().map(|w| w.spec.name.clone()).collect(),
             samples: std::mem::take(&mut self.samples),
             events: std::mem::take(&mut self.events),
+            forecasts: self
+                .workloads
+                .iter()
+                .filter_map(|w| {
+                    let f = w.forecaster.as_ref()?;
+                    Some(crate::ForecastSeries {
+                        workload: w.spec.name.clone(),
+                        step_seconds: f.step,
+                        season_steps: f.period,
+                        lead_steps: f.lead_steps,
+                        recommended: f.history.clone(),
+                        backtest_mae: f.mae,
+                        backtest_relative_mae: f.relative_mae,
+                    })
+                })
+                .collect(),
             passes: std::mem::take(&mut self.passes),
         }
     }
@@ -350,9 +418,10 @@ impl Sim {
     /// capacity has been back a while, are stuck.
     async fn count_stuck(&mut self, now: f64) {
         let mut candidates: Vec<Arc<Pod>> = Vec::new();
+        let mut waiting = Vec::new();
         for (k, t) in self.members.iter().flat_map(|m| &m.pods) {
             if t.bound.is_none() {
-                self.pending_durations.push(now - t.created);
+                waiting.push(t.created);
                 if now - t.created.max(self.capacity_back_at) > STUCK_SECONDS {
                     if let Some(p) = self.api.pod(k) {
                         candidates.push(p);
@@ -360,24 +429,14 @@ impl Sim {
                 }
             }
         }
+        for created in waiting {
+            self.waited(created, now);
+        }
         if candidates.is_empty() {
             return;
         }
         let pools: Vec<NodePool> = self.sc.nodepools.clone();
-        // What the cloud offers now, with its availability.
-        let mut offered: BTreeMap<String, InstanceType> = BTreeMap::new();
-        for pool in &pools {
-            for t in self
-                .cloud
-                .inner
-                .instance_types(pool)
-                .await
-                .unwrap_or_default()
-            {
-                offered.entry(t.name.clone()).or_insert(t);
-            }
-        }
-        let offered: Vec<InstanceType> = offered.into_values().collect();
+        let offered = self.offered_types().await;
         // An empty cluster, but with today's machines counted against NodePool limits: a pod
         // that only fits past a limit is not stuck.
         let mut b = SnapshotBuilder::new(&candidates, false);

@@ -108,7 +108,8 @@ impl Sim {
         let mut lost = 0;
         for p in pods {
             self.api.remove(Kind::Pod, &p.key());
-            if !p.is_daemonset_pod() {
+            // Headroom placeholders hold room, not work: capstan makes them again.
+            if !p.is_daemonset_pod() && !p.labels.contains_key(capstan_model::headroom::LABEL) {
                 lost += 1;
                 self.forget_pod(&p.key());
             }

@@ -12,6 +12,7 @@
 mod accounting;
 mod cloud;
 mod faults;
+pub mod forecast;
 mod kubelet;
 mod replicasets;
 pub mod report;
@@ -72,14 +73,33 @@ pub struct Summary {
     pub faults: bool,
     pub simulated_seconds: f64,
     pub cost_usd: f64,
+    /// At each minute, the packing crate's LP lower bound on the price of machines for every
+    /// workload pod present then, summed over the run.
     pub cost_lower_bound_usd: f64,
+    /// `cost_usd / cost_lower_bound_usd`: how far above the hindsight bound the run paid.
+    pub cost_over_bound: f64,
     pub pod_pending_seconds_p50: f64,
     pub pod_pending_seconds_p99: f64,
     pub pod_pending_seconds_max: f64,
+    /// Past the first day (a run longer than a day), the pending p99 of pods created then:
+    /// what a forecaster that learned from the first day changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_pending_seconds_p99_after_day_1: Option<f64>,
+    /// Each forecasting workload's last rolling-origin backtest: mean absolute error
+    /// relative to the seasonal-naive forecast (below 1: better).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub forecast_relative_mae: BTreeMap<String, f64>,
+    /// Pods a NodeClaim was created for while they were pending: how many, and seconds from
+    /// their creation to that launch request.
+    pub pods_launched_for: u64,
+    pub pod_launch_request_seconds_p50: f64,
+    pub pod_launch_request_seconds_p99: f64,
     pub nodes_launched: u64,
     pub nodes_terminated: u64,
     pub spot_interruptions: u64,
     pub consolidations: u64,
+    /// Pods the simulated kube-scheduler deleted to make room for pods of higher priority.
+    pub pods_preempted: u64,
     pub pods_lost: u64,
     pub budget_violations: u64,
     pub pdb_violations: u64,
@@ -128,6 +148,8 @@ pub struct Sample {
     pub t: f64,
     pub rps: f64,
     pub replicas: Vec<i32>,
+    /// Each workload's forecast floor (0 without a forecast).
+    pub floors: Vec<i32>,
     pub pending: usize,
     pub pods: usize,
     pub spot_nodes: usize,
@@ -135,6 +157,19 @@ pub struct Sample {
     pub cost_per_hour: f64,
     pub bound_per_hour: f64,
     pub queue_depth: f64,
+}
+
+/// What a workload's forecaster learned: the reactive HPA recommendation at each step, and
+/// its last backtest.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ForecastSeries {
+    pub workload: String,
+    pub step_seconds: f64,
+    pub season_steps: usize,
+    pub lead_steps: usize,
+    pub recommended: Vec<f64>,
+    pub backtest_mae: f64,
+    pub backtest_relative_mae: Option<f64>,
 }
 
 /// Something that happened, for the report's timeline.
@@ -152,6 +187,8 @@ pub struct Outcome {
     pub workloads: Vec<String>,
     pub samples: Vec<Sample>,
     pub events: Vec<TimelineEvent>,
+    /// Each forecasting workload's learned series (`forecast.json`).
+    pub forecasts: Vec<ForecastSeries>,
     /// Wall-clock cost of the controller's steps (not in `summary.json`: not reproducible).
     pub passes: Passes,
 }
@@ -227,6 +264,10 @@ struct Sim {
     /// Bound pods not yet Ready, by when they will be.
     becoming_ready: BTreeSet<(u64, String)>,
     pending_durations: Vec<f64>,
+    /// Of those, the pods created after the first day.
+    pending_after_day_1: Vec<f64>,
+    /// Seconds from a pod's creation to the first NodeClaim created for it.
+    request_durations: Vec<f64>,
     startup_taints: BTreeMap<String, f64>,
     faults: BTreeMap<(u64, u64), Fault>,
     fault_log: Vec<String>,
@@ -241,7 +282,10 @@ struct Sim {
     capacity_seen: (u64, u64),
     last_flush: f64,
     /// (when, $ per millicore-hour, $ per byte-hour) for the cost lower bound.
-    unit_prices: Option<(f64, f64, f64)>,
+    /// What the cloud offered when last asked (for the lower bound), and when.
+    offered: Option<(f64, Vec<InstanceType>)>,
+    /// The last lower bound, for the workload pod counts it was computed for.
+    last_bound: Option<(Vec<usize>, f64)>,
     disrupting: BTreeSet<String>,
     /// When capacity last came back after an outage.
     capacity_back_at: f64,
@@ -341,6 +385,8 @@ impl Sim {
                 .collect(),
             becoming_ready: BTreeSet::new(),
             pending_durations: Vec::new(),
+            pending_after_day_1: Vec::new(),
+            request_durations: Vec::new(),
             startup_taints: BTreeMap::new(),
             faults,
             fault_log,
@@ -353,7 +399,8 @@ impl Sim {
             unschedulable: BTreeSet::new(),
             capacity_seen: (0, 0),
             last_flush: 0.0,
-            unit_prices: None,
+            offered: None,
+            last_bound: None,
             disrupting: BTreeSet::new(),
             capacity_back_at: 0.0,
             doomed_nodes: BTreeSet::new(),

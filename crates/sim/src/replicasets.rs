@@ -10,6 +10,8 @@ use std::sync::Arc;
 pub(crate) struct PodTimes {
     pub created: f64,
     pub bound: Option<f64>,
+    /// A NodeClaim was created for it while it was pending.
+    pub requested: bool,
     pub ready_at: Option<f64>,
     /// Counted in its workload's `ready`.
     pub counted_ready: bool,
@@ -106,6 +108,7 @@ impl Sim {
                         PodTimes {
                             created: now,
                             bound: None,
+                            requested: false,
                             ready_at: None,
                             counted_ready: false,
                         },
@@ -130,7 +133,7 @@ impl Sim {
                 for k in victims.into_iter().take(have - desired) {
                     if let Some(t) = self.forget_pod(&k) {
                         if t.bound.is_none() {
-                            self.pending_durations.push(now - t.created);
+                            self.waited(t.created, now);
                         }
                     }
                     self.api.remove(Kind::Pod, &k);

@@ -112,6 +112,9 @@ pub const LARGE: &str = include_str!("../scenarios/large.yaml");
 /// The 1,000-node day ten times larger (10,000+ nodes, 300,000+ pods at peak): [`scaled`]
 /// from [`LARGE`] by 10, kept in step with it by a test.
 pub const XLARGE: &str = include_str!("../scenarios/xlarge.yaml");
+/// A week of the default cluster: weekends lighter, a batch burst every weekday morning, and
+/// spikes at irregular times; the web and api HPAs forecast.
+pub const WEEK: &str = include_str!("../scenarios/week.yaml");
 
 /// The same scenario `factor` times larger: traffic, every workload's replica bounds and fixed
 /// replicas, NodePool limits, the fake cloud's capacity per pool and its API rate and burst are
@@ -251,6 +254,10 @@ pub struct Traffic {
     /// Relative noise (standard deviation of a per-minute multiplier).
     #[serde(default)]
     pub noise: f64,
+    /// Multipliers for successive days from the start, repeating (a week: weekdays 1, the
+    /// weekend lighter); empty: every day alike.
+    #[serde(default)]
+    pub day_multipliers: Vec<f64>,
     #[serde(default)]
     pub spikes: Vec<Window>,
     #[serde(default)]
@@ -336,6 +343,32 @@ pub struct HpaSpec {
     /// behavior.scaleDown.stabilizationWindowSeconds (default 300).
     #[serde(default)]
     pub scale_down_stabilization_seconds: Option<i32>,
+    /// Raise the replica floor ahead of the forecast demand.
+    #[serde(default)]
+    pub forecast: Option<ForecastSpec>,
+}
+
+/// capstan's forecast floor for an HPA: the reactive recommendation is recorded every `step`,
+/// fitted with the seasonal model (daily `season`), and the replicas forecast within `lead`
+/// (node boot plus pod start), plus the rolling-origin backtest's mean error, become a floor
+/// the HPA's own decision may exceed.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ForecastSpec {
+    #[serde(default = "three_minutes")]
+    pub lead: Secs,
+    #[serde(default = "five_minutes")]
+    pub step: Secs,
+    #[serde(default = "day")]
+    pub season: Secs,
+}
+
+fn three_minutes() -> Secs {
+    Secs(180.0)
+}
+
+fn five_minutes() -> Secs {
+    Secs(300.0)
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -556,6 +589,16 @@ impl Scenario {
                 ));
             }
             if let Some(h) = &w.hpa {
+                if let Some(fc) = &h.forecast {
+                    let (lead, step, season) = (fc.lead.0, fc.step.0, fc.season.0);
+                    if lead <= 0.0 || step <= 0.0 || season < step || (season / step).fract() != 0.0
+                    {
+                        return Err((
+                            f("hpa.forecast"),
+                            "needs lead and step above zero and a season that is a whole number of steps".into(),
+                        ));
+                    }
+                }
                 if h.min_replicas < 1 || h.max_replicas < h.min_replicas {
                     return Err((
                         f("hpa.maxReplicas"),
@@ -582,6 +625,17 @@ impl Scenario {
                     ));
                 }
             }
+        }
+        if let Some(i) = self
+            .traffic
+            .day_multipliers
+            .iter()
+            .position(|m| !m.is_finite() || *m < 0.0)
+        {
+            return Err((
+                format!("traffic.dayMultipliers[{i}]"),
+                "must be zero or more".into(),
+            ));
         }
         for (i, s) in self.faults.interruption_storms.iter().enumerate() {
             if !(0.0..=1.0).contains(&s.fraction) {
@@ -655,6 +709,7 @@ mod tests {
             ("large", LARGE),
             ("xlarge", XLARGE),
             ("faults", FAULTS),
+            ("week", WEEK),
         ] {
             let c = Scenario::parse(name, text).unwrap_or_else(|e| panic!("{e}"));
             assert!(c.duration > 0.0);
@@ -678,6 +733,18 @@ mod tests {
                 "workloads[0].cpu",
             ),
             (&DEFAULT.replace("start: ", "start: soon #"), "start"),
+            (
+                &WEEK.replacen("forecast: {lead: 3m}", "forecast: {lead: 0s}", 1),
+                "workloads[0].hpa.forecast",
+            ),
+            (
+                &WEEK.replacen("forecast: {lead: 3m}", "forecast: {step: 7m}", 1),
+                "workloads[0].hpa.forecast",
+            ),
+            (
+                &WEEK.replace("[1, 1, 1, 1, 1, 0.55, 0.45]", "[1, -1]"),
+                "traffic.dayMultipliers[1]",
+            ),
         ];
         for (text, field) in cases {
             let e = Scenario::parse("s.yaml", text).unwrap_err();

@@ -81,6 +81,82 @@ fn the_default_scenario_runs_an_hour_with_traffic_and_interruptions_modelled() {
     assert!(html.contains("Nodes by capacity type"));
 }
 
+#[test]
+fn the_built_in_day_pays_at_least_its_hindsight_bound_and_says_how_long_pods_waited_for_a_launch() {
+    let sc = Scenario::parse("default.yaml", scenario::DEFAULT).unwrap();
+    let o = run(&sc, &Options::default(), &mut |_| {});
+    let s = &o.summary;
+    assert!(s.cost_lower_bound_usd > 0.0, "{s:?}");
+    assert!(s.cost_usd >= s.cost_lower_bound_usd, "{s:?}");
+    assert!(
+        (s.cost_over_bound - s.cost_usd / s.cost_lower_bound_usd).abs() < 1e-3,
+        "{s:?}"
+    );
+    // The morning ramp needs new nodes: some pods waited for a launch request, and a request
+    // comes before the pod is bound.
+    assert!(s.pods_launched_for > 0, "{s:?}");
+    assert!(s.pod_launch_request_seconds_p50 <= s.pod_launch_request_seconds_p99);
+    assert!(
+        s.pod_launch_request_seconds_p99 <= s.pod_pending_seconds_max,
+        "{s:?}"
+    );
+    assert!(s.failures().is_empty(), "{:?}", s);
+}
+
+#[test]
+fn a_nodepools_headroom_is_kept_as_placeholders_that_arriving_pods_preempt() {
+    let text = scenario::DEFAULT.replace("duration: 24h", "duration: 3h");
+    let reactive = Scenario::parse("default.yaml", &text).unwrap();
+    let with = text.replacen(
+        "      name: general\n",
+        "      name: general\n      annotations:\n        capstan.dev/headroom: \"count=4,cpu=1,memory=2Gi\"\n",
+        1,
+    );
+    let headroom = Scenario::parse("default.yaml", &with).unwrap();
+    assert!(headroom.nodepools[0].headroom.is_some());
+    let a = summary(&reactive, 1, false);
+    let b = summary(&headroom, 1, false);
+    assert_eq!(a.pods_preempted, 0, "{a:?}");
+    // Pods arriving take the placeholders' room at once; the placeholders go pending and
+    // capstan launches for them.
+    assert!(b.pods_preempted > 0, "{b:?}");
+    assert!(
+        b.pod_pending_seconds_p50 < a.pod_pending_seconds_p50,
+        "with headroom {b:?}\nwithout {a:?}"
+    );
+    assert!(b.failures().is_empty(), "{:?}", b.failures());
+}
+
+#[test]
+fn over_days_the_forecast_floor_learns_the_first_and_raises_replicas_ahead_of_the_next() {
+    // The week cut to three days: the first teaches, the next two use it.
+    let text = scenario::WEEK.replace("duration: 168h", "duration: 72h");
+    let sc = Scenario::parse("week.yaml", &text).unwrap();
+    let o = run(&sc, &Options::default(), &mut |_| {});
+    let s = &o.summary;
+    assert!(s.failures().is_empty(), "{:?}", s.failures());
+    let web = o.workloads.iter().position(|w| w == "web").unwrap();
+    // No floor on the first day; a floor, and a backtest, after it.
+    assert!(
+        o.samples
+            .iter()
+            .filter(|x| x.t < 86_400.0)
+            .all(|x| x.floors[web] == 0)
+    );
+    let floored = o
+        .samples
+        .iter()
+        .filter(|x| x.t > 86_400.0 && x.floors[web] > 0)
+        .count();
+    assert!(floored > 0, "no floor after the first day");
+    assert!(s.forecast_relative_mae.contains_key("web"), "{s:?}");
+    assert!(s.pod_pending_seconds_p99_after_day_1.is_some(), "{s:?}");
+    // The floor only ever raises the HPA: replicas never sit below it.
+    for x in &o.samples {
+        assert!(x.replicas[web] >= x.floors[web].min(200), "{x:?}");
+    }
+}
+
 /// Compiles the faults scenario's NodePools as the controller reads live objects (budgets
 /// that do not compile are kept, and fail closed), after `edit` changes their manifests.
 fn with_pools(

@@ -28,6 +28,10 @@ pub fn rps(traffic: &Traffic, t: f64) -> f64 {
     let phase = 2.0 * std::f64::consts::PI * (hour - traffic.peak_hour) / 24.0;
     let diurnal = 0.5 * (1.0 + phase.cos());
     let mut v = traffic.base_rps + (traffic.peak_rps - traffic.base_rps) * diurnal;
+    if !traffic.day_multipliers.is_empty() {
+        let day = (t / 86_400.0).floor().max(0.0) as usize;
+        v *= traffic.day_multipliers[day % traffic.day_multipliers.len()];
+    }
     for w in traffic.spikes.iter().chain(&traffic.lulls) {
         let (at, d) = (w.at.0, w.duration.0);
         if t >= at && t < at + d {
@@ -73,6 +77,8 @@ pub struct WorkloadState {
     last_scale: f64,
     /// The last HPA tick, reused while the pod set does not change.
     tick: Option<CachedTick>,
+    /// capstan's forecast floor, when the HPA asks for one.
+    pub forecaster: Option<crate::forecast::Forecaster>,
 }
 
 /// An HPA tick kept between reconciles.
@@ -165,6 +171,11 @@ impl WorkloadState {
             jobs_done: 0.0,
             last_scale: 0.0,
             tick: None,
+            forecaster: spec
+                .hpa
+                .as_ref()
+                .and_then(|h| h.forecast.as_ref())
+                .map(crate::forecast::Forecaster::new),
         }
     }
 
@@ -334,8 +345,16 @@ impl WorkloadState {
             tick,
             times,
         });
-        (d.desired_replicas != self.desired).then(|| {
-            self.desired = d.desired_replicas;
+        // The forecast learns from the reactive recommendation (not from the replicas, which
+        // its own floor raises) and may only raise it.
+        let mut desired = d.desired_replicas;
+        if let Some(f) = &mut self.forecaster {
+            let floor = f.observe(t, d.desired_replicas);
+            desired =
+                desired.max(floor.min(self.hpa_spec.as_ref().map_or(i32::MAX, |s| s.max_replicas)));
+        }
+        (desired != self.desired).then(|| {
+            self.desired = desired;
             self.desired
         })
     }
@@ -380,6 +399,7 @@ mod tests {
             peak_rps: 1000.0,
             peak_hour: 14.0,
             noise: 0.0,
+            day_multipliers: vec![],
             spikes: vec![crate::scenario::Window {
                 at: crate::scenario::Secs(11.0 * 3600.0),
                 duration: crate::scenario::Secs(1800.0),

@@ -15,6 +15,7 @@ mod crds;
 mod drain;
 mod failover;
 mod gpu;
+mod headroom;
 mod pending;
 mod scale;
 mod selectors;
@@ -335,6 +336,19 @@ impl Cluster {
             ],
             None,
         );
+        // Headroom placeholders an earlier test's capstan made.
+        let _ = self.kubectl(
+            &[
+                "delete",
+                "pods",
+                "-n",
+                "kube-system",
+                "-l",
+                "capstan.dev/headroom",
+                "--wait=false",
+            ],
+            None,
+        );
         let _ = self.kubectl(
             &[
                 "delete",
@@ -417,13 +431,18 @@ impl Cluster {
                         "kind: ClusterRoleBinding",
                         "kind: Role",
                         "kind: RoleBinding",
+                        "kind: PriorityClass",
                     ]
                     .contains(&l)
                 })
             })
             .map(|d| format!("---\n{}\n", d.trim_start_matches("---")))
             .collect();
-        assert_eq!(rbac.len(), 5, "the chart renders 5 RBAC objects");
+        assert_eq!(
+            rbac.len(),
+            6,
+            "the chart renders 5 RBAC objects and the headroom PriorityClass"
+        );
         let out = self.kubectl(
             &["apply", "--server-side", "--force-conflicts", "-f", "-"],
             Some(&rbac.concat()),

@@ -222,6 +222,15 @@ impl Store {
     /// The name of a PDB that allows no disruption of `pod`, if any: of those that select
     /// it, the first (by key) whose selected pods allow none to go
     /// (`Pdb::allowed_from`, as the disruption controller counts them).
+    /// Each PDB selecting `pod`, with the disruptions it allows now.
+    pub(super) fn pdb_allowances(&self, pod: &Pod) -> Vec<(String, i64)> {
+        self.pdbs
+            .values()
+            .filter(|c| c.pdb.selects(pod))
+            .map(|c| (c.pdb.key(), c.pdb.allowed_from(c.expected, c.healthy)))
+            .collect()
+    }
+
     pub(super) fn blocking_pdb(&self, pod: &Pod) -> Option<String> {
         self.pdbs
             .values()
@@ -265,6 +274,15 @@ impl Store {
                 c.created = now;
                 c.deleted_at = None;
                 Ok(self.store(Object::NodeClaim(Arc::new(c))))
+            }
+            Write::CreatePod(p) => {
+                let key = p.key();
+                if self.objects.contains_key(&(Kind::Pod, key.clone())) {
+                    return Err(ApiError::AlreadyExists {
+                        target: target(Kind::Pod, &key),
+                    });
+                }
+                Ok(self.store(Object::Pod(Arc::from(p))))
             }
             Write::MarkClaim {
                 name,
