@@ -198,16 +198,24 @@ impl Sim {
     }
 
     /// A pod created at `created` stopped pending at `now` (bound, or gone, or the run ended).
-    pub(crate) fn waited(&mut self, created: f64, now: f64) {
-        self.pending_durations.push(now - created);
+    /// `ramp`: it was created during a predictable ramp of its workload's demand.
+    pub(crate) fn waited(&mut self, created: f64, ramp: bool, now: f64) {
+        let d = now - created;
+        self.pending_durations.push(d);
+        if ramp {
+            self.pending_in_ramps.push(d);
+        }
         if created >= 86_400.0 {
-            self.pending_after_day_1.push(now - created);
+            self.pending_after_day_1.push(d);
+            if ramp {
+                self.pending_in_ramps_after_day_1.push(d);
+            }
         }
     }
 
     fn count_pending(&mut self, t: &PodTimes, now: f64) {
         if t.bound.is_none() {
-            self.waited(t.created, now);
+            self.waited(t.created, t.ramp, now);
         }
     }
 
@@ -361,13 +369,25 @@ impl Sim {
         self.summary.pod_pending_seconds_p50 = round(percentile(&d, 50.0), 3);
         self.summary.pod_pending_seconds_p99 = round(percentile(&d, 99.0), 3);
         self.summary.pod_pending_seconds_max = round(d.last().copied().unwrap_or(0.0), 3);
-        if self.sc.duration > 86_400.0 {
-            let mut d = std::mem::take(&mut self.pending_after_day_1);
+        let p99 = |mut d: Vec<f64>| {
             d.sort_by(f64::total_cmp);
-            self.summary.pod_pending_seconds_p99_after_day_1 = Some(round(percentile(&d, 99.0), 3));
+            round(percentile(&d, 99.0), 3)
+        };
+        self.summary.pod_pending_seconds_p99_in_ramps =
+            p99(std::mem::take(&mut self.pending_in_ramps));
+        if self.sc.duration > 86_400.0 {
+            self.summary.pod_pending_seconds_p99_after_day_1 =
+                Some(p99(std::mem::take(&mut self.pending_after_day_1)));
+            self.summary.pod_pending_seconds_p99_in_ramps_after_day_1 =
+                Some(p99(std::mem::take(&mut self.pending_in_ramps_after_day_1)));
         }
         for w in &self.workloads {
-            if let Some(e) = w.forecaster.as_ref().and_then(|f| f.relative_mae) {
+            if let Some(e) = w
+                .forecaster
+                .as_ref()
+                .and_then(|f| f.relative_mae)
+                .filter(|e| e.is_finite())
+            {
                 self.summary
                     .forecast_relative_mae
                     .insert(w.spec.name.clone(), round(e, 4));
@@ -421,7 +441,7 @@ impl Sim {
         let mut waiting = Vec::new();
         for (k, t) in self.members.iter().flat_map(|m| &m.pods) {
             if t.bound.is_none() {
-                waiting.push(t.created);
+                waiting.push((t.created, t.ramp));
                 if now - t.created.max(self.capacity_back_at) > STUCK_SECONDS {
                     if let Some(p) = self.api.pod(k) {
                         candidates.push(p);
@@ -429,8 +449,8 @@ impl Sim {
                 }
             }
         }
-        for created in waiting {
-            self.waited(created, now);
+        for (created, ramp) in waiting {
+            self.waited(created, ramp, now);
         }
         if candidates.is_empty() {
             return;

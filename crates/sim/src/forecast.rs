@@ -1,12 +1,31 @@
-//! capstan's forecast floor for a workload's HPA, on the hpa crate's seasonal models: the
+//! capstan's forecast for a workload's autoscaler, on the hpa crate's seasonal models: the
 //! reactive recommendation is recorded every step (the largest within the step), refitted
-//! every hour once a season of history exists, and the replicas forecast within the lead
-//! time — plus the rolling-origin backtest's mean absolute error, as a safety margin — are
-//! the floor. The replicas the floor itself raised are never learned from: the series is the
-//! HPA's own demand.
+//! every hour once a season of history exists with the kind of model (Holt-Winters, Croston,
+//! seasonal naive) whose rolling-origin backtest over the last season did best, checked
+//! every six hours, and the largest number of replicas forecast
+//! within the lead time is what the forecast asks for — as room for them (placeholder pods,
+//! [`ForecastMode::Capacity`]) or as a replica floor with the rolling-origin backtest's mean
+//! absolute error on top ([`ForecastMode::Replicas`]). What the forecast itself raised is
+//! never learned from: the series is the autoscaler's own demand.
+//!
+//! A forecast that just ran high — a completed step came in further below it than the
+//! tolerance (the backtest's error, a quarter of the forecast, one replica: the largest) — is
+//! scaled down by what that step came to against it, until a step agrees with it again: a
+//! weekend morning does not pay for the weekday's burst for longer than the step that showed
+//! it did not come (scale 0), and a lighter day still gets room for its own, smaller ramp.
 
-use crate::scenario::ForecastSpec;
-use capstan_hpa::forecast::{Model, backtest};
+use crate::scenario::{ForecastMode, ForecastSpec};
+use capstan_hpa::forecast::{Model, ModelKind, select};
+
+/// The label on a workload's placeholder pods (capacity mode), naming the workload.
+pub const PLACEHOLDER_LABEL: &str = "capstan.dev/forecast";
+
+/// A pod that holds room rather than doing work: a NodePool's headroom or a workload's
+/// forecast capacity.
+pub fn is_placeholder(p: &capstan_model::Pod) -> bool {
+    p.labels.contains_key(capstan_model::headroom::LABEL)
+        || p.labels.contains_key(PLACEHOLDER_LABEL)
+}
 
 /// Refit (and re-forecast) this often.
 const REFIT_SECONDS: f64 = 3600.0;
@@ -15,6 +34,7 @@ const BACKTEST_SECONDS: f64 = 6.0 * 3600.0;
 
 #[derive(Clone, Debug)]
 pub struct Forecaster {
+    pub mode: ForecastMode,
     pub step: f64,
     pub period: usize,
     /// Steps the floor looks ahead: the lead time, rounded up, plus the step under way.
@@ -31,11 +51,16 @@ pub struct Forecaster {
     fitted_len: usize,
     refit_at: f64,
     backtest_at: f64,
+    /// The kind of model the last backtest chose.
+    pub kind: Option<ModelKind>,
     /// The last backtest's mean absolute error (replicas), and its error relative to the
     /// seasonal-naive forecast.
     pub mae: f64,
     pub relative_mae: Option<f64>,
-    /// The floor now.
+    /// What the last completed step came to against its forecast when it ran high (below
+    /// by more than the tolerance), else 1: the forecast ahead is scaled by it.
+    pub scale: f64,
+    /// What the forecast asks for now: replicas to have room for, or the replica floor.
     pub floor: i32,
 }
 
@@ -43,6 +68,7 @@ impl Forecaster {
     pub fn new(spec: &ForecastSpec) -> Forecaster {
         let step = spec.step.0;
         Forecaster {
+            mode: spec.mode,
             step,
             period: (spec.season.0 / step).round().max(1.0) as usize,
             lead_steps: (spec.lead.0 / step).ceil() as usize + 1,
@@ -54,8 +80,10 @@ impl Forecaster {
             fitted_len: 0,
             refit_at: 0.0,
             backtest_at: 0.0,
+            kind: None,
             mae: 0.0,
             relative_mae: None,
+            scale: 1.0,
             floor: 0,
         }
     }
@@ -69,6 +97,7 @@ impl Forecaster {
             } else {
                 self.history.last().copied().unwrap_or(0.0)
             };
+            self.judge(v);
             self.history.push(v);
             self.current = 0.0;
             self.seen = false;
@@ -82,41 +111,73 @@ impl Forecaster {
         }
         if t >= self.backtest_at {
             self.backtest_at = t + BACKTEST_SECONDS;
-            let min_train = self.period;
-            let every = (self.period / 8).max(1);
-            if let Some(b) = backtest(
+            // Over the last season, an origin every half hour.
+            let every = (self.period / 48).max(1);
+            if let Some((kind, b)) = select(
                 &self.history,
                 self.period,
                 self.lead_steps,
-                min_train,
+                self.period,
                 every,
             ) {
+                self.kind = Some(kind);
                 self.mae = b.mae;
                 self.relative_mae = Some(b.relative_mae());
+                // A new kind of model: refit now.
+                self.refit_at = t;
             }
         }
         if t >= self.refit_at {
             self.refit_at = t + REFIT_SECONDS;
-            let model = Model::fit(&self.history, self.period);
+            let model = self
+                .kind
+                .and_then(|k| Model::fit_kind(&self.history, self.period, k))
+                .unwrap_or_else(|| Model::fit(&self.history, self.period));
             let horizon = (REFIT_SECONDS / self.step).ceil() as usize + self.lead_steps + 1;
             self.forecast = model.forecast(horizon);
             self.fitted_len = self.history.len();
         }
-        // The steps from the one under way to the end of the lead time.
+        // The steps from the one under way to the end of the lead time. Room is for demand
+        // still to come: the step under way (whose value is its largest, perhaps already
+        // past) counts only for a floor.
         let from = self.history.len() - self.fitted_len;
+        let skip = match self.mode {
+            ForecastMode::Replicas => 0,
+            ForecastMode::Capacity => 1,
+        };
         let peak = self
             .forecast
             .iter()
-            .skip(from)
-            .take(self.lead_steps)
+            .skip(from + skip)
+            .take(self.lead_steps - skip)
             .copied()
             .fold(0.0, f64::max);
-        self.floor = if peak > 0.0 {
-            (peak + self.mae).ceil() as i32
-        } else {
-            0
+        let peak = peak * self.scale;
+        self.floor = match self.mode {
+            _ if peak <= 0.0 => 0,
+            ForecastMode::Replicas => (peak + self.mae).ceil() as i32,
+            // Room is bought for the forecast itself (a fraction of a replica is none); the
+            // NodePool's headroom covers noise.
+            ForecastMode::Capacity => peak.round() as i32,
         };
         self.floor
+    }
+
+    /// A step completed with `actual` as its largest recommendation: whether the forecast for
+    /// it ran high (and by what factor), or agreed again.
+    fn judge(&mut self, actual: f64) {
+        let Some(at) = self.history.len().checked_sub(self.fitted_len) else {
+            return;
+        };
+        let Some(&predicted) = self.forecast.get(at) else {
+            return;
+        };
+        let tolerance = self.mae.max(0.25 * predicted).max(1.0);
+        self.scale = if predicted - actual > tolerance {
+            (actual / predicted).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
     }
 
     /// What the last fit forecast for the step under way (for the report), if any.
@@ -140,6 +201,7 @@ mod tests {
             lead: Secs(180.0),
             step: Secs(300.0),
             season: Secs(86_400.0),
+            mode: ForecastMode::Replicas,
         }
     }
 
@@ -178,5 +240,37 @@ mod tests {
         }
         assert!(f.floor <= 10, "floor {} at night", f.floor);
         assert!(f.relative_mae.is_some());
+    }
+
+    #[test]
+    fn a_forecast_the_day_does_not_bear_out_is_scaled_to_the_day_after_one_step_until_they_agree_again()
+     {
+        let mut f = Forecaster::new(&spec());
+        let mut t = 0.0;
+        while t < 86_400.0 {
+            f.observe(t, demand(t));
+            t += 15.0;
+        }
+        // The second day stays quiet: a minute before 9:00 the forecast asks for the ramp.
+        while t < 86_400.0 + 9.0 * 3600.0 - 60.0 {
+            f.observe(t, 5);
+            t += 15.0;
+        }
+        assert!(f.floor >= 40, "floor {} before the ramp", f.floor);
+        assert_eq!(f.scale, 1.0);
+        // A step of the ramp came and went without it: what is asked for is scaled down to
+        // what came (5 of 40), no more than the quiet day's own level.
+        while t < 86_400.0 + 9.0 * 3600.0 + 300.0 + 15.0 {
+            f.observe(t, 5);
+            t += 15.0;
+        }
+        assert!(f.scale < 0.2, "scale {}", f.scale);
+        assert!(f.floor <= 6, "floor {}", f.floor);
+        // In the evening the forecast no longer runs above the day: it asks again.
+        while t < 86_400.0 + 20.0 * 3600.0 {
+            f.observe(t, 5);
+            t += 15.0;
+        }
+        assert_eq!(f.scale, 1.0, "forecast {:?}", f.predicted_now());
     }
 }

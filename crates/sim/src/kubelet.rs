@@ -108,8 +108,8 @@ impl Sim {
         let mut lost = 0;
         for p in pods {
             self.api.remove(Kind::Pod, &p.key());
-            // Headroom placeholders hold room, not work: capstan makes them again.
-            if !p.is_daemonset_pod() && !p.labels.contains_key(capstan_model::headroom::LABEL) {
+            // Placeholders hold room, not work: they are made again.
+            if !p.is_daemonset_pod() && !crate::forecast::is_placeholder(&p) {
                 lost += 1;
                 self.forget_pod(&p.key());
             }

@@ -4,11 +4,13 @@
 
 use crate::{Sim, workload};
 use capstan_controller::api::{Kind, Object};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 pub(crate) struct PodTimes {
     pub created: f64,
+    /// Created during a predictable ramp of its workload's demand.
+    pub ramp: bool,
     pub bound: Option<f64>,
     /// A NodeClaim was created for it while it was pending.
     pub requested: bool,
@@ -26,6 +28,8 @@ pub(crate) struct Members {
     pub ready: usize,
     /// Bumped when a pod joins, leaves or is bound: the autoscaler rebuilds its pod list.
     pub version: u64,
+    /// Its placeholder pods (forecast capacity), by key: not members, never counted.
+    pub placeholders: BTreeSet<String>,
 }
 
 impl Members {
@@ -99,6 +103,7 @@ impl Sim {
             let desired = self.workloads[w].desired.max(0) as usize;
             let have = self.members[w].pods.len();
             if have < desired {
+                let ramp = self.workloads[w].in_predictable_ramp(&self.sc.scenario.traffic, now);
                 for _ in have..desired {
                     let p = self.workloads[w].new_pod();
                     self.pods.insert(p.key(), w);
@@ -107,6 +112,7 @@ impl Sim {
                         p.key(),
                         PodTimes {
                             created: now,
+                            ramp,
                             bound: None,
                             requested: false,
                             ready_at: None,
@@ -133,11 +139,56 @@ impl Sim {
                 for k in victims.into_iter().take(have - desired) {
                     if let Some(t) = self.forget_pod(&k) {
                         if t.bound.is_none() {
-                            self.waited(t.created, now);
+                            self.waited(t.created, t.ramp, now);
                         }
                     }
                     self.api.remove(Kind::Pod, &k);
                 }
+            }
+            self.placeholders(w);
+        }
+    }
+
+    /// Each workload keeps as many placeholders as its forecast wants room for: preempted or
+    /// killed ones are made again; extra ones go, unscheduled first, then the newest. A
+    /// workload spread across zones gets room in every zone (the count rounded up to a
+    /// multiple of the zones): its next pod must go to the zone its spread says, and room in
+    /// another zone is no room for it.
+    fn placeholders(&mut self, w: usize) {
+        let mut wanted = self.workloads[w].ahead.max(0) as usize;
+        let zonal = self.workloads[w]
+            .template
+            .spread
+            .iter()
+            .any(|s| s.topology_key == capstan_model::labels::ZONE);
+        if wanted > 0 && zonal {
+            let zones = self.cloud.inner.zones().len().max(1);
+            wanted = wanted.div_ceil(zones) * zones;
+        }
+        let m = &mut self.members[w];
+        if wanted == 0 && m.placeholders.is_empty() {
+            return;
+        }
+        let api = &self.api;
+        m.placeholders.retain(|k| api.pod(k).is_some());
+        let have = m.placeholders.len();
+        if have < wanted {
+            for _ in have..wanted {
+                let p = self.workloads[w].new_placeholder();
+                self.members[w].placeholders.insert(p.key());
+                self.api.put(Object::Pod(Arc::new(p)));
+            }
+        } else if have > wanted {
+            let mut victims: Vec<(bool, String)> = m
+                .placeholders
+                .iter()
+                .map(|k| (api.pod(k).is_some_and(|p| p.node_name.is_some()), k.clone()))
+                .collect();
+            // Unscheduled first, then the newest.
+            victims.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            for (_, k) in victims.into_iter().take(have - wanted) {
+                self.members[w].placeholders.remove(&k);
+                self.api.remove(Kind::Pod, &k);
             }
         }
     }

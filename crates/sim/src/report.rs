@@ -238,14 +238,14 @@ pub fn html(o: &Outcome) -> String {
             dashed: false,
         })
         .collect();
-    // Each forecasting workload's floor (what its forecast asked for), dashed in its colour.
+    // What each forecasting workload's forecast asked for (room or floor), dashed in its colour.
     for (i, name) in o.workloads.iter().enumerate() {
         if o.samples
             .iter()
             .any(|x| x.floors.get(i).is_some_and(|f| *f > 0))
         {
             replicas.push(Series {
-                name: format!("{name} forecast floor"),
+                name: format!("{name} forecast"),
                 color: COLORS[i % COLORS.len()],
                 values: col(&|x: &Sample| x.floors.get(i).copied().unwrap_or(0) as f64),
                 dashed: true,

@@ -112,8 +112,9 @@ pub const LARGE: &str = include_str!("../scenarios/large.yaml");
 /// The 1,000-node day ten times larger (10,000+ nodes, 300,000+ pods at peak): [`scaled`]
 /// from [`LARGE`] by 10, kept in step with it by a test.
 pub const XLARGE: &str = include_str!("../scenarios/xlarge.yaml");
-/// A week of the default cluster: weekends lighter, a batch burst every weekday morning, and
-/// spikes at irregular times; the web and api HPAs forecast.
+/// A week of the default cluster: weekends lighter, a batch burst every weekday morning and
+/// evening, and spikes at irregular times; the web, api and batch autoscalers forecast, and
+/// the NodePool keeps headroom.
 pub const WEEK: &str = include_str!("../scenarios/week.yaml");
 
 /// The same scenario `factor` times larger: traffic, every workload's replica bounds and fixed
@@ -343,15 +344,15 @@ pub struct HpaSpec {
     /// behavior.scaleDown.stabilizationWindowSeconds (default 300).
     #[serde(default)]
     pub scale_down_stabilization_seconds: Option<i32>,
-    /// Raise the replica floor ahead of the forecast demand.
+    /// Bring capacity (or replicas) ahead of the forecast demand.
     #[serde(default)]
     pub forecast: Option<ForecastSpec>,
 }
 
-/// capstan's forecast floor for an HPA: the reactive recommendation is recorded every `step`,
-/// fitted with the seasonal model (daily `season`), and the replicas forecast within `lead`
-/// (node boot plus pod start), plus the rolling-origin backtest's mean error, become a floor
-/// the HPA's own decision may exceed.
+/// capstan's forecast for an autoscaler (HPA or queue scaler): the reactive recommendation is
+/// recorded every `step` and fitted with the seasonal model (daily `season`); the replicas
+/// forecast within `lead` (node boot plus pod start) are brought ahead of demand, as `mode`
+/// says.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ForecastSpec {
@@ -361,6 +362,22 @@ pub struct ForecastSpec {
     pub step: Secs,
     #[serde(default = "day")]
     pub season: Secs,
+    #[serde(default)]
+    pub mode: ForecastMode,
+}
+
+/// How a forecast is brought ahead of demand.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum ForecastMode {
+    /// Room for the forecast replicas the autoscaler does not want yet: placeholder pods of
+    /// the workload's shape at the headroom priority, which its real pods preempt the moment
+    /// they are created. Real pods never wait early, and a wrong forecast costs nodes only.
+    #[default]
+    Capacity,
+    /// A replica floor: the forecast (plus the backtest's mean error) raises the replicas
+    /// themselves, so the early pods wait for the nodes instead.
+    Replicas,
 }
 
 fn three_minutes() -> Secs {
@@ -385,6 +402,9 @@ pub struct QueueSpec {
     pub max_replicas: i32,
     #[serde(default = "three_hundred")]
     pub cooldown_seconds: f64,
+    /// Bring capacity ahead of the forecast demand.
+    #[serde(default)]
+    pub forecast: Option<ForecastSpec>,
 }
 
 fn three_hundred() -> f64 {
@@ -588,17 +608,27 @@ impl Scenario {
                     "set exactly one of replicas, hpa and queue".into(),
                 ));
             }
-            if let Some(h) = &w.hpa {
-                if let Some(fc) = &h.forecast {
-                    let (lead, step, season) = (fc.lead.0, fc.step.0, fc.season.0);
-                    if lead <= 0.0 || step <= 0.0 || season < step || (season / step).fract() != 0.0
-                    {
-                        return Err((
-                            f("hpa.forecast"),
-                            "needs lead and step above zero and a season that is a whole number of steps".into(),
-                        ));
-                    }
+            let forecast = [
+                (
+                    w.hpa.as_ref().and_then(|h| h.forecast.as_ref()),
+                    "hpa.forecast",
+                ),
+                (
+                    w.queue.as_ref().and_then(|q| q.forecast.as_ref()),
+                    "queue.forecast",
+                ),
+            ];
+            for (fc, field) in forecast {
+                let Some(fc) = fc else { continue };
+                let (lead, step, season) = (fc.lead.0, fc.step.0, fc.season.0);
+                if lead <= 0.0 || step <= 0.0 || season < step || (season / step).fract() != 0.0 {
+                    return Err((
+                        f(field),
+                        "needs lead and step above zero and a season that is a whole number of steps".into(),
+                    ));
                 }
+            }
+            if let Some(h) = &w.hpa {
                 if h.min_replicas < 1 || h.max_replicas < h.min_replicas {
                     return Err((
                         f("hpa.maxReplicas"),
@@ -740,6 +770,21 @@ mod tests {
             (
                 &WEEK.replacen("forecast: {lead: 3m}", "forecast: {step: 7m}", 1),
                 "workloads[0].hpa.forecast",
+            ),
+            (
+                &WEEK.replace(
+                    "cooldownSeconds: 300\n      forecast: {lead: 3m}",
+                    "cooldownSeconds: 300\n      forecast: {season: 1m}",
+                ),
+                "workloads[3].queue.forecast",
+            ),
+            (
+                &WEEK.replacen(
+                    "forecast: {lead: 3m}",
+                    "forecast: {lead: 3m, mode: later}",
+                    1,
+                ),
+                "workloads[0]",
             ),
             (
                 &WEEK.replace("[1, 1, 1, 1, 1, 0.55, 0.45]", "[1, -1]"),

@@ -71,7 +71,12 @@ impl Sim {
         let mut levels: Vec<i32> = pending.iter().map(|p| p.priority).collect();
         levels.sort_unstable_by(|a, b| b.cmp(a));
         levels.dedup();
-        let headroom = self.sc.nodepools.iter().any(|p| p.headroom.is_some());
+        let headroom = self.sc.nodepools.iter().any(|p| p.headroom.is_some())
+            || self.workloads.iter().any(|w| {
+                w.forecaster
+                    .as_ref()
+                    .is_some_and(|f| f.mode == crate::scenario::ForecastMode::Capacity)
+            });
         let lowest = self
             .workloads
             .iter()
@@ -158,6 +163,7 @@ impl Sim {
         p.unschedulable = false;
         let key = p.key();
         let mut created = None;
+        let mut ramp = false;
         if let Some(&w) = self.pods.get(&key) {
             let m = &mut self.members[w];
             if let Some(t) = m.pods.get_mut(&key).filter(|t| t.bound.is_none()) {
@@ -166,12 +172,22 @@ impl Sim {
                 let startup = self.workloads[w].spec.startup_seconds;
                 t.ready_at = Some(now + startup);
                 created = Some(t.created);
+                ramp = t.ramp;
+                tracing::debug!(
+                    workload = %self.workloads[w].spec.name,
+                    pod = %key,
+                    created = t.created,
+                    waited = now - t.created,
+                    ramp,
+                    node,
+                    "bound"
+                );
                 self.becoming_ready
                     .insert(((now + startup).ceil() as u64, key.clone()));
             }
         }
         if let Some(c) = created {
-            self.waited(c, now);
+            self.waited(c, ramp, now);
         }
         let p = Arc::new(p);
         self.api.put(Object::Pod(p.clone()));

@@ -130,7 +130,12 @@ fn a_nodepools_headroom_is_kept_as_placeholders_that_arriving_pods_preempt() {
 #[test]
 fn over_days_the_forecast_floor_learns_the_first_and_raises_replicas_ahead_of_the_next() {
     // The week cut to three days: the first teaches, the next two use it.
-    let text = scenario::WEEK.replace("duration: 168h", "duration: 72h");
+    let text = scenario::WEEK
+        .replace("duration: 168h", "duration: 72h")
+        .replace(
+            "forecast: {lead: 3m}",
+            "forecast: {lead: 3m, mode: replicas}",
+        );
     let sc = Scenario::parse("week.yaml", &text).unwrap();
     let o = run(&sc, &Options::default(), &mut |_| {});
     let s = &o.summary;
@@ -155,6 +160,58 @@ fn over_days_the_forecast_floor_learns_the_first_and_raises_replicas_ahead_of_th
     for x in &o.samples {
         assert!(x.replicas[web] >= x.floors[web].min(200), "{x:?}");
     }
+}
+
+#[test]
+fn forecast_capacity_holds_room_for_the_next_days_burst_before_it_comes_and_its_pods_take_it_at_once()
+ {
+    // Two days of the week without the NodePool's headroom: the room is the forecast's alone.
+    let text = scenario::WEEK
+        .replace("duration: 168h", "duration: 48h")
+        .replace(
+            "      annotations:\n        capstan.dev/headroom: \"count=4,cpu=1,memory=2Gi\"\n",
+            "",
+        );
+    let forecast = Scenario::parse("week.yaml", &text).unwrap();
+    assert!(forecast.nodepools[0].headroom.is_none());
+    let reactive = Scenario::parse(
+        "week.yaml",
+        &text.replace("      forecast: {lead: 3m}\n", ""),
+    )
+    .unwrap();
+    let o = run(&forecast, &Options::default(), &mut |_| {});
+    let s = &o.summary;
+    assert!(s.failures().is_empty(), "{:?}", s.failures());
+    let batch = o
+        .workloads
+        .iter()
+        .position(|w| w == "batch-worker")
+        .unwrap();
+    // The second day's 9:00 burst: in the minutes before it, room for it and no replicas.
+    let before: Vec<&Sample> = o
+        .samples
+        .iter()
+        .filter(|x| x.t >= 32.0 * 3600.0 + 56.0 * 60.0 && x.t < 33.0 * 3600.0)
+        .collect();
+    assert!(!before.is_empty());
+    for x in &before {
+        assert_eq!(x.replicas[batch], 0, "{x:?}");
+        assert!(x.floors[batch] >= 20, "{x:?}");
+    }
+    // Nothing held at 3:00, far from any burst.
+    let night = o.samples.iter().find(|x| x.t >= 27.0 * 3600.0).unwrap();
+    assert_eq!(night.floors[batch], 0, "{night:?}");
+    // Real pods preempted the placeholders, and waited less for it than without them.
+    assert!(s.pods_preempted > 0, "{s:?}");
+    let r = summary(&reactive, 1, false);
+    let (with, without) = (
+        s.pod_pending_seconds_p99_in_ramps_after_day_1.unwrap(),
+        r.pod_pending_seconds_p99_in_ramps_after_day_1.unwrap(),
+    );
+    assert!(
+        with < without,
+        "in ramps: {with} s with the forecast, {without} s without"
+    );
 }
 
 /// Compiles the faults scenario's NodePools as the controller reads live objects (budgets

@@ -2,7 +2,7 @@
 //! CPU utilization seen through the metrics pipeline, or a KEDA-style ScaledObject on a
 //! queue's depth — with the ReplicaSet controller that turns replicas into pods.
 
-use crate::scenario::{Compiled, HpaSpec, Spread, Traffic, Workload};
+use crate::scenario::{Compiled, ForecastMode, HpaSpec, Spread, Traffic, Workload};
 use capstan_hpa::keda::{ScaledObject, ScalerState};
 use capstan_hpa::signal::Pipeline;
 use capstan_hpa::{
@@ -77,8 +77,12 @@ pub struct WorkloadState {
     last_scale: f64,
     /// The last HPA tick, reused while the pod set does not change.
     tick: Option<CachedTick>,
-    /// capstan's forecast floor, when the HPA asks for one.
+    /// capstan's forecast, when the autoscaler asks for one.
     pub forecaster: Option<crate::forecast::Forecaster>,
+    /// Replicas the forecast wants room for beyond spec.replicas (capacity mode): the
+    /// workload's placeholder pods.
+    pub ahead: i32,
+    ahead_seq: u64,
 }
 
 /// An HPA tick kept between reconciles.
@@ -175,7 +179,10 @@ impl WorkloadState {
                 .hpa
                 .as_ref()
                 .and_then(|h| h.forecast.as_ref())
+                .or(spec.queue.as_ref().and_then(|q| q.forecast.as_ref()))
                 .map(crate::forecast::Forecaster::new),
+            ahead: 0,
+            ahead_seq: 0,
         }
     }
 
@@ -197,6 +204,55 @@ impl WorkloadState {
         let mut p = self.template.clone();
         p.name = format!("{}-{:06}", self.spec.name, self.seq);
         p.uid = p.name.clone();
+        p
+    }
+
+    /// Whether demand is in a predictable ramp at `t`: inside one of its queue's arrival
+    /// windows (the queue's schedule), or for traffic-driven workloads, while the daily
+    /// traffic rises (the twelve hours up to the peak hour) outside irregular spikes and lulls.
+    pub fn in_predictable_ramp(&self, traffic: &Traffic, t: f64) -> bool {
+        if let Some(q) = &self.spec.queue {
+            return q
+                .arrivals
+                .iter()
+                .any(|a| t >= a.at.0 && t < a.at.0 + a.duration.0);
+        }
+        if self.hpa_spec.is_none() {
+            return false;
+        }
+        let irregular = traffic
+            .spikes
+            .iter()
+            .chain(&traffic.lulls)
+            .any(|w| t >= w.at.0 && t < w.at.0 + w.duration.0);
+        let since_trough = ((t / 3600.0) - (traffic.peak_hour - 12.0)).rem_euclid(24.0);
+        !irregular && since_trough < 12.0
+    }
+
+    /// A new placeholder holding room for one of this workload's pods ahead of its forecast:
+    /// its shape and placement, at the headroom priority, labelled
+    /// [`crate::forecast::PLACEHOLDER_LABEL`] (its spread counts placeholders only).
+    pub fn new_placeholder(&mut self) -> Pod {
+        self.ahead_seq += 1;
+        let mut p = self.template.clone();
+        p.name = format!("{}-ahead-{:06}", self.spec.name, self.ahead_seq);
+        p.uid = p.name.clone();
+        p.labels = [(
+            crate::forecast::PLACEHOLDER_LABEL.to_string(),
+            self.spec.name.clone(),
+        )]
+        .into_iter()
+        .collect();
+        p.annotations.clear();
+        p.owner_kind = None;
+        p.owner_name = None;
+        p.priority = capstan_model::headroom::PRIORITY;
+        p.never_preempts = true;
+        p.termination_grace_seconds = Some(0);
+        let selector = LabelSelector::from_match_labels(&p.labels);
+        for s in &mut p.spread {
+            s.selector = Some(selector.clone());
+        }
         p
     }
 
@@ -252,9 +308,11 @@ impl WorkloadState {
                 &self.scaler,
                 &controller,
             );
+            let max = so.max_replicas;
             self.scaler = d.state;
-            return (d.desired_replicas != self.desired).then(|| {
-                self.desired = d.desired_replicas;
+            let desired = self.ahead_of_forecast(t, d.desired_replicas, max);
+            return (desired != self.desired).then(|| {
+                self.desired = desired;
                 self.desired
             });
         }
@@ -345,18 +403,31 @@ impl WorkloadState {
             tick,
             times,
         });
-        // The forecast learns from the reactive recommendation (not from the replicas, which
-        // its own floor raises) and may only raise it.
-        let mut desired = d.desired_replicas;
-        if let Some(f) = &mut self.forecaster {
-            let floor = f.observe(t, d.desired_replicas);
-            desired =
-                desired.max(floor.min(self.hpa_spec.as_ref().map_or(i32::MAX, |s| s.max_replicas)));
-        }
+        let max = self.hpa_spec.as_ref().map_or(i32::MAX, |s| s.max_replicas);
+        let desired = self.ahead_of_forecast(t, d.desired_replicas, max);
         (desired != self.desired).then(|| {
             self.desired = desired;
             self.desired
         })
+    }
+}
+
+impl WorkloadState {
+    /// The forecast learns from the autoscaler's `reactive` recommendation (not from the
+    /// replicas, which its own floor raises) and may only raise what is wanted: the replicas
+    /// (returned), or the room kept ahead of them (`ahead`). Neither goes past `max`.
+    fn ahead_of_forecast(&mut self, t: f64, reactive: i32, max: i32) -> i32 {
+        let Some(f) = &mut self.forecaster else {
+            return reactive;
+        };
+        let wanted = f.observe(t, reactive).min(max);
+        match f.mode {
+            ForecastMode::Replicas => reactive.max(wanted),
+            ForecastMode::Capacity => {
+                self.ahead = (wanted - reactive).max(0);
+                reactive
+            }
+        }
     }
 }
 
