@@ -52,7 +52,7 @@ pub struct Forecaster {
     refit_at: f64,
     backtest_at: f64,
     /// The kind of model the last backtest chose.
-    pub kind: Option<ModelKind>,
+    kind: Option<ModelKind>,
     /// The last backtest's mean absolute error (replicas), and its error relative to the
     /// seasonal-naive forecast.
     pub mae: f64,
@@ -123,7 +123,7 @@ impl Forecaster {
                 self.kind = Some(kind);
                 self.mae = b.mae;
                 self.relative_mae = Some(b.relative_mae());
-                // A new kind of model: refit now.
+                // Refit now, with the kind just chosen.
                 self.refit_at = t;
             }
         }

@@ -410,9 +410,7 @@ impl WorkloadState {
             self.desired
         })
     }
-}
 
-impl WorkloadState {
     /// The forecast learns from the autoscaler's `reactive` recommendation (not from the
     /// replicas, which its own floor raises) and may only raise what is wanted: the replicas
     /// (returned), or the room kept ahead of them (`ahead`). Neither goes past `max`.
