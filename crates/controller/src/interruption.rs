@@ -1,7 +1,8 @@
 //! The cloud's events about instances: a spot interruption warning (two minutes), scheduled
 //! maintenance, an instance stopping, a rebalance recommendation. Those that take the
 //! instance start the claim's termination with the cloud's deadline (pre-launching
-//! replacements first for warnings); a claim already going gets the deadline, so its drain
+//! replacements first for warnings, whose boot the drain waits for while the notice allows:
+//! [`crate::termination::hold_drain`]); a claim already going gets the deadline, so its drain
 //! forces its pods off in time. Events are acknowledged only once handled: the rest come back,
 //! to whoever leads then.
 

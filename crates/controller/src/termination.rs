@@ -1,4 +1,5 @@
-//! Terminating a claim that is being deleted: taint its node, drain it (through the eviction
+//! Terminating a claim that is being deleted: taint its node, wait for its replacements if
+//! the cloud is taking it and its notice leaves time, drain it (through the eviction
 //! API, lowest priority first; forced once the NodePool's terminationGracePeriod has passed or
 //! the cloud's deadline is near), delete the instance, then release the finalizers of the
 //! node and the claim so both go.
@@ -49,6 +50,53 @@ pub fn drain_mode(
     }
 }
 
+/// Seconds of a cloud's notice kept for evictions (PDBs pacing them) once a held drain
+/// starts, on top of the pods' grace periods and [`DEADLINE_MARGIN`].
+pub const EVICTION_SLACK: f64 = 30.0;
+
+/// Whether the drain of a claim the cloud takes at `deadline` (an interruption, maintenance)
+/// waits for the replacements launched when it came: while any claim created since is not
+/// yet initialized and the notice leaves time to drain after (the longest pod grace period,
+/// [`DEADLINE_MARGIN`] and [`EVICTION_SLACK`]). Karpenter drains at once, and every pod waits
+/// a boot for its new node; held, they move onto nodes that are up. Never past the time a
+/// drain needs: the node goes at the deadline either way.
+pub fn hold_drain(
+    now: f64,
+    deadline: Option<f64>,
+    longest_pod_grace: f64,
+    replacements_booting: bool,
+) -> bool {
+    let Some(d) = deadline else {
+        return false;
+    };
+    replacements_booting && now < d - longest_pod_grace - DEADLINE_MARGIN - EVICTION_SLACK
+}
+
+fn awaits_replacements(
+    cache: &crate::cache::Cache,
+    c: &NodeClaim,
+    pods: &[Arc<Pod>],
+    now: f64,
+) -> bool {
+    if !matches!(
+        c.deletion_reason,
+        Some(Reason::SpotInterruption | Reason::ScheduledMaintenance)
+    ) {
+        return false;
+    }
+    let Some(since) = c.deleted_at else {
+        return false;
+    };
+    let longest = pods
+        .iter()
+        .map(|p| p.termination_grace_seconds.unwrap_or(30).max(0) as f64)
+        .fold(0.0, f64::max);
+    let booting = cache.claims().any(|o| {
+        o.name != c.name && !o.deleting() && o.created >= since - 1.0 && !o.status.initialized()
+    });
+    hold_drain(now, c.deadline, longest, booting)
+}
+
 /// The pods to drain, in order: lowest priority first, as kubectl drain and Karpenter do.
 pub fn drain_order(mut pods: Vec<Arc<Pod>>) -> Vec<Arc<Pod>> {
     pods.retain(|p| !p.deleting);
@@ -88,6 +136,10 @@ pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
         cx.set_disrupted_taint(node, true).await;
         let on_node = cx.cache().workload_pods_on(node);
         let pods = drain_order(on_node.clone());
+        if !pods.is_empty() && awaits_replacements(cx.cache(), c, &pods, now) {
+            tracing::debug!(claim = %c.name, %node, "drain waits for replacements");
+            return;
+        }
         if !pods.is_empty() {
             drain(cx, now, c, pods).await;
             return;
@@ -398,6 +450,29 @@ mod tests {
                 drain_mode(now, since, grace, deadline, pod, longest),
                 want,
                 "{now} {since} {grace:?} {deadline:?} {pod} {longest}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_interrupted_nodes_drain_waits_for_its_booting_replacements_only_while_the_notice_leaves_time_to_drain()
+     {
+        // Notice at 0, the cloud takes the instance at 120; the longest pod grace is 30, so
+        // the drain must start by 120 - 30 - DEADLINE_MARGIN - EVICTION_SLACK = 50.
+        // (now, deadline, longest pod grace, replacements booting, holds)
+        let cases = [
+            (0.0, Some(120.0), 30.0, true, true),
+            (49.0, Some(120.0), 30.0, true, true),
+            (50.0, Some(120.0), 30.0, true, false),
+            (0.0, Some(120.0), 30.0, false, false),
+            (0.0, Some(120.0), 90.0, true, false),
+            (0.0, None, 30.0, true, false),
+        ];
+        for (now, deadline, longest, booting, want) in cases {
+            assert_eq!(
+                hold_drain(now, deadline, longest, booting),
+                want,
+                "{now} {deadline:?} {longest} {booting}"
             );
         }
     }

@@ -156,9 +156,34 @@ impl Forecaster {
         self.floor = match self.mode {
             _ if peak <= 0.0 => 0,
             ForecastMode::Replicas => (peak + self.mae).ceil() as i32,
-            // Room is bought for the forecast itself (a fraction of a replica is none); the
-            // NodePool's headroom covers noise.
-            ForecastMode::Capacity => peak.round() as i32,
+            // Room is bought for the forecast itself (a fraction of a replica is none), or for
+            // the rise it sees from the step under way on top of today's replicas, whichever
+            // is more: a forecast whose level runs low (yesterday was quieter) still knows
+            // that demand climbs in the next minutes.
+            ForecastMode::Capacity => {
+                let now = self.forecast.get(from).copied().unwrap_or(0.0) * self.scale;
+                let hour = (3600.0 / self.step).ceil() as usize;
+                // Climbing within the hour, as forecast...
+                let climbing = self
+                    .forecast
+                    .iter()
+                    .skip(from + 1)
+                    .take(hour)
+                    .any(|&v| v * self.scale > now);
+                // ...or as it did over the last hour: a day busier than the ones learned
+                // from climbs past its forecast, and keeps climbing for a while.
+                let n = self.history.len();
+                let climbed = n > hour && self.history[n - 1] > self.history[n - 1 - hour];
+                let rise = if now >= 1.0 && peak > now {
+                    (reactive as f64 * peak / now).ceil() as i32
+                } else if now >= 1.0 && (climbing || climbed) {
+                    // The autoscaler's next step up (its size is the caller's to know).
+                    reactive + 1
+                } else {
+                    0
+                };
+                (peak.round() as i32).max(rise)
+            }
         };
         self.floor
     }
@@ -272,5 +297,38 @@ mod tests {
             t += 15.0;
         }
         assert_eq!(f.scale, 1.0, "forecast {:?}", f.predicted_now());
+    }
+
+    #[test]
+    fn in_capacity_mode_a_climb_the_forecast_sees_is_room_above_todays_level_even_when_yesterday_was_quieter()
+     {
+        let mut f = Forecaster::new(&ForecastSpec {
+            mode: ForecastMode::Capacity,
+            ..spec()
+        });
+        // Up from 10 at 3:00 to 50 at 15:00, and down again.
+        let day = |t: f64| {
+            let h = (t / 3600.0 - 3.0).rem_euclid(24.0);
+            10.0 + 40.0
+                * if h < 12.0 {
+                    h / 12.0
+                } else {
+                    (24.0 - h) / 12.0
+                }
+        };
+        let mut t = 0.0;
+        while t < 86_400.0 {
+            f.observe(t, day(t).round() as i32);
+            t += 15.0;
+        }
+        // The second day is a third busier: its level is above anything forecast.
+        let busier = |t: f64| (day(t) * 1.3).round() as i32;
+        while t < 86_400.0 + 10.0 * 3600.0 {
+            f.observe(t, busier(t));
+            t += 15.0;
+        }
+        let now = busier(t);
+        let asked = f.observe(t, now);
+        assert!(asked > now, "asked {asked} mid-climb at {now} replicas");
     }
 }

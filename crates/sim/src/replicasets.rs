@@ -4,7 +4,7 @@
 
 use crate::{Sim, workload};
 use capstan_controller::api::{Kind, Object};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub(crate) struct PodTimes {
@@ -15,6 +15,8 @@ pub(crate) struct PodTimes {
     /// A NodeClaim was created for it while it was pending.
     pub requested: bool,
     pub ready_at: Option<f64>,
+    /// The zone of the node it was bound to.
+    pub zone: Option<String>,
     /// Counted in its workload's `ready`.
     pub counted_ready: bool,
 }
@@ -28,8 +30,11 @@ pub(crate) struct Members {
     pub ready: usize,
     /// Bumped when a pod joins, leaves or is bound: the autoscaler rebuilds its pod list.
     pub version: u64,
-    /// Its placeholder pods (forecast capacity), by key: not members, never counted.
-    pub placeholders: BTreeSet<String>,
+    /// Its placeholder pods (forecast capacity), by key, with the zone each is pinned to: not
+    /// members, never counted.
+    pub placeholders: BTreeMap<String, Option<String>>,
+    /// The (version, wanted) its placeholders were last matched to.
+    pub placeholders_for: Option<(u64, usize)>,
 }
 
 impl Members {
@@ -116,6 +121,7 @@ impl Sim {
                             bound: None,
                             requested: false,
                             ready_at: None,
+                            zone: None,
                             counted_ready: false,
                         },
                     );
@@ -151,44 +157,80 @@ impl Sim {
 
     /// Each workload keeps as many placeholders as its forecast wants room for: preempted or
     /// killed ones are made again; extra ones go, unscheduled first, then the newest. A
-    /// workload spread across zones gets room in every zone (the count rounded up to a
-    /// multiple of the zones): its next pod must go to the zone its spread says, and room in
-    /// another zone is no room for it.
+    /// workload spread across zones gets its room where its spread will put its next pods:
+    /// its pods' zones are counted (pending ones go to the emptiest zones first), the
+    /// placeholders water-fill the zones from there, and each is pinned to its zone. Room in
+    /// another zone is no room for a pod whose spread says this one.
     fn placeholders(&mut self, w: usize) {
-        let mut wanted = self.workloads[w].ahead.max(0) as usize;
+        let wanted = self.workloads[w].ahead.max(0) as usize;
         let zonal = self.workloads[w]
             .template
             .spread
             .iter()
             .any(|s| s.topology_key == capstan_model::labels::ZONE);
-        if wanted > 0 && zonal {
-            let zones = self.cloud.inner.zones().len().max(1);
-            wanted = wanted.div_ceil(zones) * zones;
-        }
         let m = &mut self.members[w];
         if wanted == 0 && m.placeholders.is_empty() {
             return;
         }
         let api = &self.api;
-        m.placeholders.retain(|k| api.pod(k).is_some());
-        let have = m.placeholders.len();
-        if have < wanted {
-            for _ in have..wanted {
-                let p = self.workloads[w].new_placeholder();
-                self.members[w].placeholders.insert(p.key());
-                self.api.put(Object::Pod(Arc::new(p)));
-            }
-        } else if have > wanted {
-            let mut victims: Vec<(bool, String)> = m
-                .placeholders
+        let before = m.placeholders.len();
+        m.placeholders.retain(|k, _| api.pod(k).is_some());
+        let fresh = (m.version, wanted);
+        if m.placeholders.len() == before && m.placeholders_for == Some(fresh) {
+            return;
+        }
+        m.placeholders_for = Some(fresh);
+        // The zone each wanted placeholder holds room in (None: anywhere).
+        let mut want: BTreeMap<Option<String>, usize> = BTreeMap::new();
+        if zonal && wanted > 0 {
+            let mut count: BTreeMap<&str, usize> = self
+                .cloud
+                .inner
+                .zones()
                 .iter()
-                .map(|k| (api.pod(k).is_some_and(|p| p.node_name.is_some()), k.clone()))
+                .map(|z| (z.as_str(), 0))
                 .collect();
-            // Unscheduled first, then the newest.
-            victims.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-            for (_, k) in victims.into_iter().take(have - wanted) {
-                self.members[w].placeholders.remove(&k);
-                self.api.remove(Kind::Pod, &k);
+            let mut pending = 0;
+            for t in m.pods.values() {
+                match t.zone.as_deref().and_then(|z| count.get_mut(z)) {
+                    Some(c) => *c += 1,
+                    None => pending += 1,
+                }
+            }
+            for (z, n) in water_fill(count, pending, wanted) {
+                want.insert(Some(z), n);
+            }
+        } else if wanted > 0 {
+            want.insert(None, wanted);
+        }
+        tracing::debug!(workload = %self.workloads[w].spec.name, wanted, ?want, "forecast room by zone");
+        // Per zone: keep what is wanted (bound ones first, then the oldest), remove the rest.
+        let mut held: BTreeMap<Option<String>, Vec<(bool, String)>> = BTreeMap::new();
+        for (k, z) in &m.placeholders {
+            let bound = api.pod(k).is_some_and(|p| p.node_name.is_some());
+            held.entry(z.clone()).or_default().push((bound, k.clone()));
+        }
+        let mut gone = Vec::new();
+        for (z, mut ks) in held {
+            let keep = want.get(&z).copied().unwrap_or(0);
+            // Bound first, then the oldest: the tail goes.
+            ks.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            gone.extend(ks.into_iter().skip(keep).map(|(_, k)| k));
+        }
+        for k in gone {
+            self.members[w].placeholders.remove(&k);
+            self.api.remove(Kind::Pod, &k);
+        }
+        for (z, n) in want {
+            let have = self.members[w]
+                .placeholders
+                .values()
+                .filter(|hz| **hz == z)
+                .count();
+            for _ in have..n {
+                let p = self.workloads[w].new_placeholder(z.as_deref());
+                self.members[w].placeholders.insert(p.key(), z.clone());
+                self.api.put(Object::Pod(Arc::new(p)));
             }
         }
     }
@@ -199,5 +241,71 @@ impl Sim {
             .bound()
             .map(|(k, b, r)| (k.clone(), r <= now, b, r))
             .collect()
+    }
+}
+
+/// Where a zone-spread workload's next pods go: its `pending` pods, then `wanted` more, each
+/// to the zone with the fewest (the first by name on a tie), as a `maxSkew: 1` spread places
+/// them. Returns the zones of the `wanted` ones.
+fn water_fill(
+    mut count: BTreeMap<&str, usize>,
+    pending: usize,
+    wanted: usize,
+) -> BTreeMap<String, usize> {
+    let mut next = || {
+        let (z, c) = count
+            .iter_mut()
+            .min_by(|a, b| (*a.1).cmp(&*b.1).then(a.0.cmp(b.0)))?;
+        *c += 1;
+        Some(z.to_string())
+    };
+    for _ in 0..pending {
+        next();
+    }
+    let mut want = BTreeMap::new();
+    for _ in 0..wanted {
+        if let Some(z) = next() {
+            *want.entry(z).or_default() += 1;
+        }
+    }
+    want
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_for_a_zone_spread_workload_goes_where_its_next_pods_will_after_those_pending() {
+        // (pods per zone, pending, wanted, room per zone)
+        type Zones<'a> = &'a [(&'a str, usize)];
+        let cases: [(Zones, usize, usize, Zones); 5] = [
+            (
+                &[("a", 10), ("b", 10), ("c", 10)],
+                0,
+                4,
+                &[("a", 2), ("b", 1), ("c", 1)],
+            ),
+            (
+                &[("a", 12), ("b", 10), ("c", 8)],
+                0,
+                4,
+                &[("b", 1), ("c", 3)],
+            ),
+            (
+                &[("a", 12), ("b", 10), ("c", 8)],
+                2,
+                2,
+                &[("b", 1), ("c", 1)],
+            ),
+            (&[("a", 5), ("b", 5)], 0, 0, &[]),
+            (&[], 0, 3, &[]),
+        ];
+        for (count, pending, wanted, want) in cases {
+            let got = water_fill(count.iter().copied().collect(), pending, wanted);
+            let want: BTreeMap<String, usize> =
+                want.iter().map(|(z, n)| (z.to_string(), *n)).collect();
+            assert_eq!(got, want, "{count:?} {pending} {wanted}");
+        }
     }
 }

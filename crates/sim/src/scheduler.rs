@@ -164,10 +164,15 @@ impl Sim {
         let key = p.key();
         let mut created = None;
         let mut ramp = false;
+        let zone = self
+            .view
+            .node(node)
+            .and_then(|n| n.labels.get(labels::ZONE).cloned());
         if let Some(&w) = self.pods.get(&key) {
             let m = &mut self.members[w];
             if let Some(t) = m.pods.get_mut(&key).filter(|t| t.bound.is_none()) {
                 t.bound = Some(now);
+                t.zone = zone;
                 m.version += 1;
                 let startup = self.workloads[w].spec.startup_seconds;
                 t.ready_at = Some(now + startup);

@@ -10,6 +10,7 @@ use capstan_hpa::{
 };
 use capstan_model::pdb::Pdb;
 use capstan_model::pod::{InclusionPolicy, PodPhase, TopologySpread, WhenUnsatisfiable};
+use capstan_model::requirements::Requirement;
 use capstan_model::selector::LabelSelector;
 use capstan_model::{Pod, Requirements, Resources, labels};
 use k8s_openapi::api::autoscaling::v2::{
@@ -231,8 +232,9 @@ impl WorkloadState {
 
     /// A new placeholder holding room for one of this workload's pods ahead of its forecast:
     /// its shape and placement, at the headroom priority, labelled
-    /// [`crate::forecast::PLACEHOLDER_LABEL`] (its spread counts placeholders only).
-    pub fn new_placeholder(&mut self) -> Pod {
+    /// [`crate::forecast::PLACEHOLDER_LABEL`] (its spread counts placeholders only), pinned
+    /// to `zone` when given.
+    pub fn new_placeholder(&mut self, zone: Option<&str>) -> Pod {
         self.ahead_seq += 1;
         let mut p = self.template.clone();
         p.name = format!("{}-ahead-{:06}", self.spec.name, self.ahead_seq);
@@ -249,6 +251,13 @@ impl WorkloadState {
         p.priority = capstan_model::headroom::PRIORITY;
         p.never_preempts = true;
         p.termination_grace_seconds = Some(0);
+        if let Some(z) = zone {
+            // Pinned to the zone its workload's spread will want next: its own zone spread
+            // has nothing left to say.
+            p.node_selector
+                .add(Requirement::in_values(labels::ZONE, [z]));
+            p.spread.retain(|s| s.topology_key != labels::ZONE);
+        }
         let selector = LabelSelector::from_match_labels(&p.labels);
         for s in &mut p.spread {
             s.selector = Some(selector.clone());
@@ -310,7 +319,8 @@ impl WorkloadState {
             );
             let max = so.max_replicas;
             self.scaler = d.state;
-            let desired = self.ahead_of_forecast(t, d.desired_replicas, max);
+            let desired =
+                self.ahead_of_forecast(t, d.desired_replicas, max, controller.tolerance_up);
             return (desired != self.desired).then(|| {
                 self.desired = desired;
                 self.desired
@@ -387,6 +397,7 @@ impl WorkloadState {
         tick.status_replicas = tick.pods.len() as i32;
         tick.history = self.history.aged(elapsed);
         tick.recommendation = None;
+        let tolerance = controller.tolerance_up;
         tick.controller = controller;
         let d = capstan_hpa::decide(&tick);
         tracing::debug!(
@@ -404,7 +415,7 @@ impl WorkloadState {
             times,
         });
         let max = self.hpa_spec.as_ref().map_or(i32::MAX, |s| s.max_replicas);
-        let desired = self.ahead_of_forecast(t, d.desired_replicas, max);
+        let desired = self.ahead_of_forecast(t, d.desired_replicas, max, tolerance);
         (desired != self.desired).then(|| {
             self.desired = desired;
             self.desired
@@ -414,7 +425,11 @@ impl WorkloadState {
     /// The forecast learns from the autoscaler's `reactive` recommendation (not from the
     /// replicas, which its own floor raises) and may only raise what is wanted: the replicas
     /// (returned), or the room kept ahead of them (`ahead`). Neither goes past `max`.
-    fn ahead_of_forecast(&mut self, t: f64, reactive: i32, max: i32) -> i32 {
+    ///
+    /// An autoscaler moves in steps past its `tolerance`: from 30 replicas the smallest rise
+    /// is to 34, however gently demand climbs. So a rise the forecast sees is room for at
+    /// least that step; room for the smoothed forecast alone leaves most of the step waiting.
+    fn ahead_of_forecast(&mut self, t: f64, reactive: i32, max: i32, tolerance: f64) -> i32 {
         let Some(f) = &mut self.forecaster else {
             return reactive;
         };
@@ -422,11 +437,22 @@ impl WorkloadState {
         match f.mode {
             ForecastMode::Replicas => reactive.max(wanted),
             ForecastMode::Capacity => {
+                let wanted = if wanted > reactive {
+                    wanted.max(smallest_rise(reactive, tolerance)).min(max)
+                } else {
+                    wanted
+                };
                 self.ahead = (wanted - reactive).max(0);
                 reactive
             }
         }
     }
+}
+
+/// The fewest replicas an autoscaler at `replicas` scales up to: its ratio must pass
+/// `1 + tolerance`, and the replicas it asks for are rounded up.
+fn smallest_rise(replicas: i32, tolerance: f64) -> i32 {
+    (replicas as f64 * (1.0 + tolerance)).floor() as i32 + 1
 }
 
 fn hpa_spec(h: &HpaSpec) -> HorizontalPodAutoscalerSpec {
@@ -461,6 +487,25 @@ fn hpa_spec(h: &HpaSpec) -> HorizontalPodAutoscalerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_smallest_rise_of_an_autoscaler_is_past_its_tolerance_rounded_up() {
+        // (replicas, tolerance, fewest it scales up to)
+        let cases = [
+            (30, 0.1, 34),
+            (10, 0.1, 12),
+            (3, 0.1, 4),
+            (0, 0.1, 1),
+            (30, 0.0, 31),
+        ];
+        for (replicas, tolerance, want) in cases {
+            assert_eq!(
+                smallest_rise(replicas, tolerance),
+                want,
+                "{replicas} {tolerance}"
+            );
+        }
+    }
 
     fn traffic() -> Traffic {
         Traffic {
