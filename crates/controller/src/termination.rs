@@ -50,26 +50,27 @@ pub fn drain_mode(
     }
 }
 
-/// Seconds of a cloud's notice kept for evictions (PDBs pacing them) once a held drain
-/// starts, on top of the pods' grace periods and [`DEADLINE_MARGIN`].
+/// Seconds of a cloud's notice kept for evictions PDBs pace, once a held drain of pods they
+/// protect starts, on top of the pods' grace periods and [`DEADLINE_MARGIN`].
 pub const EVICTION_SLACK: f64 = 30.0;
 
 /// Whether the drain of a claim the cloud takes at `deadline` (an interruption, maintenance)
 /// waits for the replacements launched when it came: while any claim created since is not
 /// yet initialized and the notice leaves time to drain after (the longest pod grace period,
-/// [`DEADLINE_MARGIN`] and [`EVICTION_SLACK`]). Karpenter drains at once, and every pod waits
+/// [`DEADLINE_MARGIN`], and `slack` for PDB-paced evictions). Karpenter drains at once, and every pod waits
 /// a boot for its new node; held, they move onto nodes that are up. Never past the time a
 /// drain needs: the node goes at the deadline either way.
 pub fn hold_drain(
     now: f64,
     deadline: Option<f64>,
     longest_pod_grace: f64,
+    slack: f64,
     replacements_booting: bool,
 ) -> bool {
     let Some(d) = deadline else {
         return false;
     };
-    replacements_booting && now < d - longest_pod_grace - DEADLINE_MARGIN - EVICTION_SLACK
+    replacements_booting && now < d - longest_pod_grace - DEADLINE_MARGIN - slack
 }
 
 fn awaits_replacements(
@@ -94,7 +95,9 @@ fn awaits_replacements(
     let booting = cache.claims().any(|o| {
         o.name != c.name && !o.deleting() && o.created >= since - 1.0 && !o.status.initialized()
     });
-    hold_drain(now, c.deadline, longest, booting)
+    let protected = pods.iter().any(|p| cache.pdbs().any(|b| b.selects(p)));
+    let slack = if protected { EVICTION_SLACK } else { 0.0 };
+    hold_drain(now, c.deadline, longest, slack, booting)
 }
 
 /// The pods to drain, in order: lowest priority first, as kubectl drain and Karpenter do.
@@ -458,21 +461,24 @@ mod tests {
     fn an_interrupted_nodes_drain_waits_for_its_booting_replacements_only_while_the_notice_leaves_time_to_drain()
      {
         // Notice at 0, the cloud takes the instance at 120; the longest pod grace is 30, so
-        // the drain must start by 120 - 30 - DEADLINE_MARGIN - EVICTION_SLACK = 50.
-        // (now, deadline, longest pod grace, replacements booting, holds)
+        // the drain must start by 120 - 30 - DEADLINE_MARGIN = 80, and by 50 when PDBs pace
+        // it (EVICTION_SLACK).
+        // (now, deadline, longest pod grace, slack, replacements booting, holds)
         let cases = [
-            (0.0, Some(120.0), 30.0, true, true),
-            (49.0, Some(120.0), 30.0, true, true),
-            (50.0, Some(120.0), 30.0, true, false),
-            (0.0, Some(120.0), 30.0, false, false),
-            (0.0, Some(120.0), 90.0, true, false),
-            (0.0, None, 30.0, true, false),
+            (0.0, Some(120.0), 30.0, EVICTION_SLACK, true, true),
+            (49.0, Some(120.0), 30.0, EVICTION_SLACK, true, true),
+            (50.0, Some(120.0), 30.0, EVICTION_SLACK, true, false),
+            (79.0, Some(120.0), 30.0, 0.0, true, true),
+            (80.0, Some(120.0), 30.0, 0.0, true, false),
+            (0.0, Some(120.0), 30.0, EVICTION_SLACK, false, false),
+            (0.0, Some(120.0), 90.0, EVICTION_SLACK, true, false),
+            (0.0, None, 30.0, 0.0, true, false),
         ];
-        for (now, deadline, longest, booting, want) in cases {
+        for (now, deadline, longest, slack, booting, want) in cases {
             assert_eq!(
-                hold_drain(now, deadline, longest, booting),
+                hold_drain(now, deadline, longest, slack, booting),
                 want,
-                "{now} {deadline:?} {longest} {booting}"
+                "{now} {deadline:?} {longest} {slack} {booting}"
             );
         }
     }
