@@ -57,9 +57,9 @@ pub const EVICTION_SLACK: f64 = 30.0;
 /// Whether the drain of a claim the cloud takes at `deadline` (an interruption, maintenance)
 /// waits for the replacements launched when it came: while any claim created since is not
 /// yet initialized and the notice leaves time to drain after (the longest pod grace period,
-/// [`DEADLINE_MARGIN`], and `slack` for PDB-paced evictions). Karpenter drains at once, and every pod waits
-/// a boot for its new node; held, they move onto nodes that are up. Never past the time a
-/// drain needs: the node goes at the deadline either way.
+/// [`DEADLINE_MARGIN`], and `slack` for PDB-paced evictions). Karpenter drains at once, and
+/// every pod waits a boot for its new node; held, they move onto nodes that are up. Never past
+/// the time a drain needs: the node goes at the deadline either way.
 pub fn hold_drain(
     now: f64,
     deadline: Option<f64>,
@@ -88,16 +88,18 @@ fn awaits_replacements(
     let Some(since) = c.deleted_at else {
         return false;
     };
-    let longest = pods
-        .iter()
-        .map(|p| p.termination_grace_seconds.unwrap_or(30).max(0) as f64)
-        .fold(0.0, f64::max);
+    let longest = longest_grace(pods);
     let booting = cache.claims().any(|o| {
         o.name != c.name && !o.deleting() && o.created >= since - 1.0 && !o.status.initialized()
     });
     let protected = pods.iter().any(|p| cache.pdbs().any(|b| b.selects(p)));
     let slack = if protected { EVICTION_SLACK } else { 0.0 };
     hold_drain(now, c.deadline, longest, slack, booting)
+}
+
+/// The longest grace period among `pods`.
+fn longest_grace(pods: &[Arc<Pod>]) -> f64 {
+    pods.iter().map(|p| p.grace_seconds()).fold(0.0, f64::max)
 }
 
 /// The pods to drain, in order: lowest priority first, as kubectl drain and Karpenter do.
@@ -260,14 +262,11 @@ async fn drain<A: ClusterApi, C: CloudProvider>(
         .nodepool(&c.nodepool)
         .and_then(|p| p.termination_grace_period_seconds)
         .map(|g| g as f64);
-    let longest = pods
-        .iter()
-        .map(|p| p.termination_grace_seconds.unwrap_or(30).max(0) as f64)
-        .fold(0.0, f64::max);
+    let longest = longest_grace(&pods);
     let since = c.deleted_at.unwrap_or(now);
     let wall = cx.config.epoch_unix + now;
     for p in pods {
-        let pod_grace = p.termination_grace_seconds.unwrap_or(30).max(0) as f64;
+        let pod_grace = p.grace_seconds();
         let mode = drain_mode(now, since, grace, c.deadline, pod_grace, longest);
         // A do-not-disrupt pod is not evicted: only the terminationGracePeriod (or the cloud's
         // deadline) forces it, as in Karpenter; until then the node waits for it.

@@ -955,12 +955,7 @@ impl<'a> Engine<'a> {
     /// Σ over waves of the longest grace period in the wave (Kubernetes' default 30 s), all of
     /// it capped by `cap` (the NodePool's terminationGracePeriod: past it, pods are deleted).
     fn drain_seconds(&self, waves: &[Vec<usize>], cap: Option<f64>) -> f64 {
-        let grace = |p: usize| {
-            self.input.pods[p]
-                .termination_grace_seconds
-                .unwrap_or(30)
-                .max(0) as f64
-        };
+        let grace = |p: usize| self.input.pods[p].grace_seconds();
         let total: f64 = waves
             .iter()
             .map(|w| w.iter().map(|&p| grace(p)).fold(0.0, f64::max))

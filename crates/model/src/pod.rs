@@ -297,6 +297,11 @@ impl Pod {
         }
     }
 
+    /// `terminationGracePeriodSeconds`, Kubernetes' 30 when unset.
+    pub fn grace_seconds(&self) -> f64 {
+        self.termination_grace_seconds.unwrap_or(30).max(0) as f64
+    }
+
     /// Whether the pod counts against its node's resources.
     pub fn is_active(&self) -> bool {
         !self.phase.is_terminal()
