@@ -48,3 +48,32 @@ fn a_bad_fake_cloud_configuration_exits_2_naming_file_and_field() {
     );
     assert_eq!(err.lines().count(), 1, "one line: {err}");
 }
+
+#[test]
+fn a_warm_pool_is_checked_against_the_catalog_and_counted() {
+    let ok = check(
+        "warmPool:\n  pools: [{instanceType: m6a.2xlarge, zone: us-east-1b, capacityType: spot, size: 3}]\n  start: {minSeconds: 5, maxSeconds: 15}\n",
+        &["--output", "json"],
+    );
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(v["warm_pool_instances"], 3);
+    assert_eq!(v["warm_start_seconds"], serde_json::json!([5.0, 15.0]));
+    let bad = check(
+        "warmPool:\n  pools: [{instanceType: m6a.2xlarge, zone: us-west-2a, size: 3}]\n",
+        &[],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8(bad.stderr).unwrap();
+    assert!(
+        err.starts_with(
+            "error: -: warmPool.pools[0].zone: \"us-west-2a\" is not one of the cloud's zones"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+}

@@ -458,6 +458,8 @@ fn cloud_check(config: &str, catalog: Option<&str>, output: Output) -> Result<()
     let text = input::read(config)?;
     let cfg = FakeCloudConfig::from_yaml(config, &text).map_err(|e| InputError(e.to_string()))?;
     let catalog = input::catalog(catalog)?;
+    cfg.validate_offered(&catalog)
+        .map_err(|(field, message)| InputError(format!("{config}: {field}: {message}")))?;
     let types = catalog
         .instance_types
         .iter()
@@ -485,6 +487,8 @@ fn cloud_check(config: &str, catalog: Option<&str>, output: Output) -> Result<()
         "never_ready_rate": cfg.faults.never_ready_rate,
         "interruptions": cfg.interruptions.enabled,
         "interruption_rate_multiplier": cfg.interruptions.rate_multiplier,
+        "warm_pool_instances": cfg.warm_pool.pools.iter().map(|p| p.size as u64).sum::<u64>(),
+        "warm_start_seconds": [cfg.warm_pool.start.min_seconds, cfg.warm_pool.start.max_seconds],
     });
     match output {
         Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&summary)?)),

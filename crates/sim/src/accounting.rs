@@ -241,10 +241,17 @@ impl Sim {
         let rate: f64 = self
             .cloud
             .inner
-            .live_instances(|i| i.map(|i| i.price).sum());
+            .live_instances(|i| i.map(|i| i.price).sum::<f64>())
+            + self.cloud.inner.warm_pool_cost_per_hour();
         self.cost += rate / 60.0;
         let bound = self.lower_bound_rate(now).await;
         self.bound_cost += bound / 60.0;
+        tracing::trace!(
+            t = now,
+            cost_per_hour = rate,
+            bound_per_hour = bound,
+            "cost"
+        );
         let (mut spot, mut od) = (0, 0);
         for n in self.view.nodes() {
             match n.labels.get(labels::CAPACITY_TYPE).map(String::as_str) {

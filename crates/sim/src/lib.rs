@@ -27,7 +27,7 @@ use capstan_cloud::{Clock, TokioClock};
 use capstan_controller::api::{Kind, Object};
 use capstan_controller::{ApiClient, Cache, Controller, Planner};
 use capstan_fake_cloud::FakeCloud;
-use capstan_model::{Catalog, InstanceType, Pod};
+use capstan_model::{InstanceType, Pod};
 use faults::Fault;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -319,17 +319,6 @@ pub fn run(sc: &Compiled, opts: &Options, progress: &mut dyn FnMut(f64)) -> Outc
     })
 }
 
-fn catalog_for(sc: &Compiled) -> Catalog {
-    let mut c = Catalog::builtin();
-    let f = &sc.scenario.catalog;
-    c.instance_types.retain(|t| {
-        let fam = t.name.split('.').next().unwrap_or("");
-        (f.families.is_empty() || f.families.iter().any(|x| x == fam))
-            && (f.max_vcpu == 0 || t.capacity.cpu <= f.max_vcpu as i64 * 1000)
-    });
-    c
-}
-
 impl Sim {
     fn new(sc: Compiled, opts: Options) -> Sim {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
@@ -337,7 +326,7 @@ impl Sim {
         cloud_cfg.seed = cloud_cfg.seed.wrapping_add(opts.seed);
         let mut rng = ChaCha8Rng::seed_from_u64(opts.seed ^ 0x5ca1_ab1e);
         let (faults, fault_log) = faults::plan(&sc, &opts, &mut rng, &mut cloud_cfg);
-        let catalog = catalog_for(&sc);
+        let catalog = sc.catalog();
         let fake = FakeCloud::new(cloud_cfg, catalog.clone(), clock.clone());
         let cloud = SimCloud::new(fake, clock.clone());
         let workloads: Vec<WorkloadState> = sc

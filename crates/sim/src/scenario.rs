@@ -6,7 +6,7 @@ use capstan_fake_cloud::FakeCloudConfig;
 use capstan_model::nodepool::NodePoolObject;
 use capstan_model::pdb::IntOrPercent;
 use capstan_model::time::{parse_duration, parse_rfc3339};
-use capstan_model::{NodePool, Quantity};
+use capstan_model::{Catalog, NodePool, Quantity};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 
@@ -675,12 +675,32 @@ impl Scenario {
                 ));
             }
         }
-        Ok(Compiled {
+        let compiled = Compiled {
             duration,
             start_unix: self.start.0,
             nodepools,
             scenario: self,
-        })
+        };
+        compiled
+            .scenario
+            .cloud
+            .validate_offered(&compiled.catalog())
+            .map_err(|(f, m)| (format!("cloud.{f}"), m))?;
+        Ok(compiled)
+    }
+}
+
+impl Compiled {
+    /// The instance types of the built-in catalog the fake cloud offers.
+    pub fn catalog(&self) -> Catalog {
+        let mut c = Catalog::builtin();
+        let f = &self.scenario.catalog;
+        c.instance_types.retain(|t| {
+            let fam = t.name.split('.').next().unwrap_or("");
+            (f.families.is_empty() || f.families.iter().any(|x| x == fam))
+                && (f.max_vcpu == 0 || t.capacity.cpu <= f.max_vcpu as i64 * 1000)
+        });
+        c
     }
 }
 
@@ -764,11 +784,19 @@ mod tests {
             ),
             (&DEFAULT.replace("start: ", "start: soon #"), "start"),
             (
-                &WEEK.replacen("forecast: {lead: 3m}", "forecast: {lead: 0s}", 1),
+                &WEEK.replacen(
+                    "      targetCpuUtilization: 60\n",
+                    "      targetCpuUtilization: 60\n      forecast: {lead: 0s}\n",
+                    1,
+                ),
                 "workloads[0].hpa.forecast",
             ),
             (
-                &WEEK.replacen("forecast: {lead: 3m}", "forecast: {step: 7m}", 1),
+                &WEEK.replacen(
+                    "      targetCpuUtilization: 60\n",
+                    "      targetCpuUtilization: 60\n      forecast: {step: 7m}\n",
+                    1,
+                ),
                 "workloads[0].hpa.forecast",
             ),
             (
@@ -780,8 +808,8 @@ mod tests {
             ),
             (
                 &WEEK.replacen(
-                    "forecast: {lead: 3m}",
-                    "forecast: {lead: 3m, mode: later}",
+                    "      targetCpuUtilization: 60\n",
+                    "      targetCpuUtilization: 60\n      forecast: {lead: 3m, mode: later}\n",
                     1,
                 ),
                 "workloads[0]",

@@ -128,10 +128,59 @@ fn a_nodepools_headroom_is_kept_as_placeholders_that_arriving_pods_preempt() {
 }
 
 #[test]
+fn a_warm_pool_starts_nodes_in_seconds_and_its_stopped_instances_are_paid_for_either_way() {
+    let text = scenario::DEFAULT.replace("duration: 24h", "duration: 3h");
+    let with_warm = |pools: &str| {
+        let t = text.replacen(
+            "    rateMultiplier: 20\n",
+            &format!("    rateMultiplier: 20\n  warmPool:\n    pools: [{pools}]\n"),
+            1,
+        );
+        Scenario::parse("default.yaml", &t).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let cold = summary(&Scenario::parse("default.yaml", &text).unwrap(), 1, false);
+    // Reserved instances the NodePool does not allow: never started, so every decision is the
+    // same and the run costs five stopped volumes for three hours more.
+    let idle = summary(
+        &with_warm("{instanceType: m7i.large, zone: us-east-1a, capacityType: reserved, size: 5}"),
+        1,
+        false,
+    );
+    assert_eq!(idle.nodes_launched, cold.nodes_launched);
+    assert_eq!(idle.pod_pending_seconds_p99, cold.pod_pending_seconds_p99);
+    let standing = 5.0 * 3.0 * 20.0 * 0.08 / 730.0;
+    assert!(
+        (idle.cost_usd - cold.cost_usd - standing).abs() < 1e-3,
+        "{} vs {} + {standing}",
+        idle.cost_usd,
+        cold.cost_usd
+    );
+    // Spot machines in every zone that the morning's launches allow start in 10–20 s.
+    let pools = ["a", "b", "c"]
+        .map(|z| {
+            format!(
+                "{{instanceType: m6a.2xlarge, zone: us-east-1{z}, capacityType: spot, size: 2}}"
+            )
+        })
+        .join(", ");
+    let warm = summary(&with_warm(&pools), 1, false);
+    assert!(
+        warm.pod_pending_seconds_p99 < cold.pod_pending_seconds_p99,
+        "warm {warm:?}\ncold {cold:?}"
+    );
+    assert!(warm.failures().is_empty(), "{:?}", warm.failures());
+}
+
+#[test]
 fn over_days_the_forecast_floor_learns_the_first_and_raises_replicas_ahead_of_the_next() {
     // The week cut to three days: the first teaches, the next two use it.
     let text = scenario::WEEK
         .replace("duration: 168h", "duration: 72h")
+        .replacen(
+            "      targetCpuUtilization: 60\n",
+            "      targetCpuUtilization: 60\n      forecast: {lead: 3m}\n",
+            1,
+        )
         .replace(
             "forecast: {lead: 3m}",
             "forecast: {lead: 3m, mode: replicas}",

@@ -99,6 +99,9 @@ struct State {
     image: u64,
     /// Per-pool capacity where it differs from `capacity.perPool`.
     capacity: HashMap<OfferingKey, u32>,
+    /// Warm pools: when each of a pool's instances is (or, while it initialises, will be)
+    /// stopped and ready to start.
+    warm: BTreeMap<OfferingKey, Vec<Duration>>,
 }
 
 /// A machine starting or stopping.
@@ -138,14 +141,7 @@ impl std::fmt::Debug for FakeCloud {
 
 impl FakeCloud {
     pub fn new(config: FakeCloudConfig, catalog: Catalog, clock: Arc<dyn Clock>) -> FakeCloud {
-        let zones = if config.zones.is_empty() {
-            ["a", "b", "c"]
-                .iter()
-                .map(|z| format!("{}{z}", catalog.region))
-                .collect()
-        } else {
-            config.zones.clone()
-        };
+        let zones = zones_for(&config, &catalog);
         let zone_ids = zones
             .iter()
             .enumerate()
@@ -193,6 +189,17 @@ impl FakeCloud {
                 )
             })
             .collect();
+        let mut warm: BTreeMap<OfferingKey, Vec<Duration>> = BTreeMap::new();
+        for p in &config.warm_pool.pools {
+            let key = OfferingKey {
+                instance_type: p.instance_type.clone(),
+                zone: p.zone.clone(),
+                capacity_type: p.capacity_type.clone(),
+            };
+            warm.entry(key)
+                .or_default()
+                .extend(std::iter::repeat_n(Duration::ZERO, p.size as usize));
+        }
         let quota = Quota::per_second(
             NonZeroU32::new(config.api.rate_per_second.max(1)).expect("at least 1"),
         )
@@ -212,6 +219,7 @@ impl FakeCloud {
                 limiter,
                 state: Mutex::new(State {
                     capacity,
+                    warm,
                     ..State::default()
                 }),
             }),
@@ -230,6 +238,39 @@ impl FakeCloud {
             .instances
             .values()
             .filter(|i| i.state != InstanceState::Terminated))
+    }
+
+    /// What the warm pools cost per hour now: each stopped instance its volume, each one still
+    /// initialising its running price.
+    pub fn warm_pool_cost_per_hour(&self) -> f64 {
+        let now = self.inner.clock.now();
+        let st = self.inner.state.lock().expect("fake cloud state");
+        let stopped = self.inner.config.warm_pool.stopped_hourly_cost;
+        st.warm
+            .iter()
+            .map(|(k, slots)| {
+                slots
+                    .iter()
+                    .map(|&ready| {
+                        if ready <= now {
+                            stopped
+                        } else {
+                            self.price(&st, k, now).unwrap_or(0.0)
+                        }
+                    })
+                    .sum::<f64>()
+            })
+            .sum()
+    }
+
+    /// Stopped instances ready to start, by pool.
+    pub fn warm_ready(&self) -> BTreeMap<OfferingKey, usize> {
+        let now = self.inner.clock.now();
+        let st = self.inner.state.lock().expect("fake cloud state");
+        st.warm
+            .iter()
+            .map(|(k, slots)| (k.clone(), slots.iter().filter(|&&r| r <= now).count()))
+            .collect()
     }
 
     /// What happened to the machines themselves since the last call: instances that booted
@@ -538,9 +579,19 @@ impl FakeCloud {
                 .then(a.2.cmp(&b.2))
                 .then(a.3.cmp(&b.3))
         });
-        let chosen = candidates
-            .iter()
-            .find(|(_, _, _, k)| st.used.get(k).copied().unwrap_or(0) < self.pool_capacity(&st, k));
+        let has_room =
+            |k: &OfferingKey| st.used.get(k).copied().unwrap_or(0) < self.pool_capacity(&st, k);
+        // A stopped warm instance first, as an Auto Scaling group starts its warm pool before it
+        // launches: the first allowed offering, in the order above, with one ready.
+        let cold = candidates.iter().find(|(_, _, _, k)| has_room(k));
+        let premium = self.inner.config.warm_pool.max_premium;
+        let warm = candidates.iter().find(|(_, p, _, k)| {
+            has_room(k)
+                && premium.is_none_or(|m| cold.is_some_and(|c| *p <= c.1 * (1.0 + m)))
+                && st.warm.get(k).is_some_and(|w| w.iter().any(|&r| r <= now))
+        });
+        let from_warm = warm.is_some();
+        let chosen = warm.or(cold);
         let Some((_, price, _, key)) = chosen.cloned() else {
             return Err(CloudError::InsufficientCapacity {
                 offerings: candidates.into_iter().map(|(_, _, _, k)| k).collect(),
@@ -551,8 +602,19 @@ impl FakeCloud {
         let id = format!("i-{:016x}", key_hash(seed, &[&req.client_token], 0));
         let provider_id = format!("fake:///{}/{id}", key.zone);
         let boot = &self.inner.config.boot;
-        let delay = boot.min_seconds
+        let boot_delay = boot.min_seconds
             + unit(seed, &[&req.client_token], 10) * (boot.max_seconds - boot.min_seconds);
+        let delay = if from_warm {
+            // The started instance leaves the pool and a new one boots to take its place.
+            let slots = st.warm.get_mut(&key).expect("a warm pool");
+            let at = slots.iter().position(|&r| r <= now).expect("a ready one");
+            slots[at] = now + Duration::from_secs_f64(boot_delay);
+            let start = &self.inner.config.warm_pool.start;
+            start.min_seconds
+                + unit(seed, &[&req.client_token], 12) * (start.max_seconds - start.min_seconds)
+        } else {
+            boot_delay
+        };
         let never_ready =
             unit(seed, &[&req.client_token], 11) < self.inner.config.faults.never_ready_rate;
         let ready_at = now + Duration::from_secs_f64(delay);
@@ -691,6 +753,18 @@ impl FakeCloud {
 
 /// AWS's short form of a region in its zone IDs: `us-east-1` → `use1`, `ap-southeast-2` →
 /// `apse2`, `us-gov-west-1` → `usgw1`.
+/// The zones a configuration offers: its own, else the region's `a`, `b` and `c`.
+pub fn zones_for(config: &FakeCloudConfig, catalog: &Catalog) -> Vec<String> {
+    if config.zones.is_empty() {
+        ["a", "b", "c"]
+            .iter()
+            .map(|z| format!("{}{z}", catalog.region))
+            .collect()
+    } else {
+        config.zones.clone()
+    }
+}
+
 pub fn region_short(region: &str) -> String {
     let parts: Vec<&str> = region.split('-').collect();
     let mut out = String::new();

@@ -634,3 +634,125 @@ fn configured_zone_ids_name_the_zones() {
     assert_eq!(id("us-east-1a").as_deref(), Some("use1-az4"));
     assert_eq!(id("us-east-1b").as_deref(), Some("use1-az2"));
 }
+
+fn warm_cloud(size: u32, capacity_type: &str) -> (FakeCloud, ManualClock) {
+    let clock = ManualClock::new();
+    let yaml = format!(
+        "warmPool:\n  pools: [{{instanceType: c7i.large, zone: us-east-1b, capacityType: {capacity_type}, size: {size}}}]\n  start: {{minSeconds: 5, maxSeconds: 10}}\n  stoppedHourlyCost: 0.002\n"
+    );
+    let config = FakeCloudConfig::from_yaml("w.yaml", &yaml).unwrap();
+    config.validate_offered(&testkit::small_catalog()).unwrap();
+    let cloud = Builder::new()
+        .config(config)
+        .clock(Arc::new(clock.clone()))
+        .build();
+    (cloud, clock)
+}
+
+#[test]
+fn a_launch_a_warm_instance_can_serve_starts_it_in_seconds_and_the_pool_refills_by_booting_another()
+{
+    let (c, clock) = warm_cloud(1, "spot");
+    let wanted = key("c7i.large", "us-east-1b", "spot");
+    assert_eq!(c.warm_ready()[&wanted], 1);
+    assert!((c.warm_pool_cost_per_hour() - 0.002).abs() < 1e-12);
+    // Cheaper offerings exist (m7i.large spot, other zones); the warm one is started first.
+    let i = block_on(c.create(&request("w1", &["m7i.large", "c7i.large"]))).unwrap();
+    assert_eq!(
+        (
+            i.instance_type.as_str(),
+            i.zone.as_str(),
+            i.capacity_type.as_str()
+        ),
+        ("c7i.large", "us-east-1b", "spot")
+    );
+    let up = i.ready_at.unwrap() - i.launched_at;
+    assert!(
+        up >= Duration::from_secs(5) && up <= Duration::from_secs(10),
+        "{up:?}"
+    );
+    // The refill boots at its running price until it stops.
+    assert_eq!(c.warm_ready()[&wanted], 0);
+    let running = c
+        .spot_price("c7i.large", "us-east-1b", clock.now())
+        .unwrap();
+    assert!((c.warm_pool_cost_per_hour() - running).abs() < 1e-12);
+    // The next launch, while the pool refills, boots cold like any other.
+    let j = block_on(c.create(&request("w2", &["m7i.large", "c7i.large"]))).unwrap();
+    assert!(j.ready_at.unwrap() - j.launched_at >= Duration::from_secs(30));
+    clock.advance(Duration::from_secs(90));
+    assert_eq!(c.warm_ready()[&wanted], 1);
+    assert!((c.warm_pool_cost_per_hour() - 0.002).abs() < 1e-12);
+}
+
+#[test]
+fn a_warm_instance_dearer_than_the_launchs_cheapest_offering_by_more_than_the_premium_stays_stopped()
+ {
+    let clock = ManualClock::new();
+    let yaml = "warmPool:\n  maxPremium: 0.1\n  pools: [{instanceType: m7i.xlarge, zone: us-east-1b, capacityType: on-demand, size: 1}]\n";
+    let c = Builder::new()
+        .config(FakeCloudConfig::from_yaml("w.yaml", yaml).unwrap())
+        .clock(Arc::new(clock.clone()))
+        .build();
+    let od = |name: &str, types: &[&str]| with_capacity_type(request(name, types), "on-demand");
+    // m7i.large is half the price: the launch boots it.
+    let small = block_on(c.create(&od("s", &["m7i.large", "m7i.xlarge"]))).unwrap();
+    assert_eq!(small.instance_type, "m7i.large");
+    assert!(small.ready_at.unwrap() - small.launched_at >= Duration::from_secs(30));
+    // A launch only m7i.xlarge can serve starts the warm one.
+    let big = block_on(c.create(&od("b", &["m7i.xlarge"]))).unwrap();
+    assert_eq!(big.zone, "us-east-1b");
+    assert!(big.ready_at.unwrap() - big.launched_at <= Duration::from_secs(20));
+}
+
+#[test]
+fn a_warm_pool_serves_only_launches_that_allow_its_offering() {
+    let (c, _) = warm_cloud(2, "on-demand");
+    let spot_only = with_capacity_type(request("s", &["c7i.large"]), "spot");
+    let i = block_on(c.create(&spot_only)).unwrap();
+    assert_eq!(i.capacity_type, "spot");
+    assert!(i.ready_at.unwrap() - i.launched_at >= Duration::from_secs(30));
+    let other_type = with_capacity_type(request("o", &["m7i.large"]), "on-demand");
+    assert_eq!(
+        block_on(c.create(&other_type)).unwrap().instance_type,
+        "m7i.large"
+    );
+    assert_eq!(
+        c.warm_ready()[&key("c7i.large", "us-east-1b", "on-demand")],
+        2
+    );
+}
+
+#[test]
+fn a_warm_pool_of_something_the_cloud_does_not_offer_is_an_error_naming_the_field() {
+    let catalog = testkit::small_catalog();
+    let cases = [
+        (
+            "warmPool: {pools: [{instanceType: z9.huge, zone: us-east-1a, size: 1}]}",
+            "warmPool.pools[0].instanceType",
+        ),
+        (
+            "warmPool: {pools: [{instanceType: m7i.large, zone: eu-west-1a, size: 1}]}",
+            "warmPool.pools[0].zone",
+        ),
+        (
+            "warmPool: {pools: [{instanceType: m7i.large, zone: us-east-1a, capacityType: cheap, size: 1}]}",
+            "warmPool.pools[0].capacityType",
+        ),
+        (
+            "warmPool: {start: {minSeconds: 9, maxSeconds: 3}}",
+            "warmPool.start.minSeconds",
+        ),
+        (
+            "warmPool: {stoppedHourlyCost: -1}",
+            "warmPool.stoppedHourlyCost",
+        ),
+        ("warmPool: {maxPremium: -0.5}", "warmPool.maxPremium"),
+    ];
+    for (yaml, field) in cases {
+        let got = FakeCloudConfig::from_yaml("w.yaml", yaml)
+            .map_err(|e| e.field)
+            .and_then(|c| c.validate_offered(&catalog).map_err(|(f, _)| f));
+        assert_eq!(got, Err(field.to_string()), "{yaml}");
+    }
+}
