@@ -13,13 +13,76 @@ use std::sync::Arc;
 
 type Map<T> = BTreeMap<String, (Meta, Arc<T>)>;
 
+/// A hash map with a fixed (deterministic) hasher, for point lookups only: nothing iterates
+/// one where its order could matter.
+type Hashed<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+
+/// The objects of one kind by key: in key order for iteration, and hashed for the lookups
+/// the loops make by the thousand every pass (a B-tree lookup compares keys with long shared
+/// prefixes, `default/web-…`, at every level).
+#[derive(Clone, Debug)]
+struct Keyed<T> {
+    sorted: Map<T>,
+    index: Hashed<String, Arc<T>>,
+}
+
+impl<T> Default for Keyed<T> {
+    fn default() -> Self {
+        Keyed {
+            sorted: BTreeMap::new(),
+            index: Hashed::default(),
+        }
+    }
+}
+
+impl<T> Keyed<T> {
+    fn get(&self, key: &str) -> Option<&Arc<T>> {
+        self.index.get(key)
+    }
+
+    fn entry(&self, key: &str) -> Option<&(Meta, Arc<T>)> {
+        self.sorted.get(key)
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        self.index.contains_key(key)
+    }
+
+    fn insert(&mut self, key: String, value: (Meta, Arc<T>)) -> Option<(Meta, Arc<T>)> {
+        self.index.insert(key.clone(), value.1.clone());
+        self.sorted.insert(key, value)
+    }
+
+    fn remove(&mut self, key: &str) -> Option<(Meta, Arc<T>)> {
+        self.index.remove(key);
+        self.sorted.remove(key)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &String> {
+        self.sorted.keys()
+    }
+
+    fn values(&self) -> impl Iterator<Item = &(Meta, Arc<T>)> {
+        self.sorted.values()
+    }
+
+    /// Whether the hashed index holds exactly the ordered map's objects.
+    fn consistent(&self) -> bool {
+        self.index.len() == self.sorted.len()
+            && self
+                .sorted
+                .iter()
+                .all(|(k, (_, v))| self.index.get(k).is_some_and(|x| Arc::ptr_eq(x, v)))
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Cache {
     /// Per kind: the resourceVersion to watch from; absent before its first list.
     rv: BTreeMap<Kind, String>,
-    pods: Map<Pod>,
-    nodes: Map<Node>,
-    claims: Map<NodeClaim>,
+    pods: Keyed<Pod>,
+    nodes: Keyed<Node>,
+    claims: Keyed<NodeClaim>,
     nodepools: Map<NodePool>,
     pdbs: Map<Pdb>,
     daemonsets: Map<Pod>,
@@ -35,7 +98,7 @@ pub struct Cache {
     /// Node name → the active pods bound to it, by key.
     pods_on: BTreeMap<String, BTreeMap<String, Arc<Pod>>>,
     /// Node name → the summed requests of the active pods bound to it.
-    used_on: BTreeMap<String, Resources>,
+    used_on: Hashed<String, Resources>,
     /// Node name → a fingerprint of the set of active pods bound to it (the wrapping sum of
     /// [`pod_fingerprint`] over them), kept as pods come and go: a loop that wants to know
     /// whether a node's pods changed compares it instead of going over them.
@@ -46,10 +109,13 @@ pub struct Cache {
     repelling: usize,
     /// Keys of pending pods (unbound, active, not DaemonSet pods).
     pending: BTreeSet<String>,
+    /// Names of the nodes and of the claims whose deletion was requested.
+    deleting_nodes: BTreeSet<String>,
+    deleting_claims: BTreeSet<String>,
     /// Provider id → node name.
-    node_by_provider: BTreeMap<String, String>,
+    node_by_provider: Hashed<String, String>,
     /// Provider id → claim name.
-    claim_by_provider: BTreeMap<String, String>,
+    claim_by_provider: Hashed<String, String>,
     counters: Counters,
 }
 
@@ -203,7 +269,7 @@ impl Cache {
                 self.counters.pod_generation += 1;
             }
             Object::Node(n) => {
-                if let Some((_, old)) = self.nodes.get(&key) {
+                if let Some((_, old)) = self.nodes.entry(&key) {
                     if let Some(pid) = &old.provider_id {
                         self.node_by_provider.remove(pid);
                     }
@@ -212,18 +278,28 @@ impl Cache {
                     self.node_by_provider.insert(pid.clone(), key.clone());
                 }
                 self.dangling.remove(&key);
+                if n.deleting {
+                    self.deleting_nodes.insert(key.clone());
+                } else {
+                    self.deleting_nodes.remove(&key);
+                }
                 self.nodes.insert(key, (meta, n));
                 self.counters.generation += 1;
                 self.counters.node_generation += 1;
             }
             Object::NodeClaim(c) => {
-                if let Some((_, old)) = self.claims.get(&key) {
+                if let Some((_, old)) = self.claims.entry(&key) {
                     if let Some(pid) = &old.status.provider_id {
                         self.claim_by_provider.remove(pid);
                     }
                 }
                 if let Some(pid) = &c.status.provider_id {
                     self.claim_by_provider.insert(pid.clone(), key.clone());
+                }
+                if c.deleting() {
+                    self.deleting_claims.insert(key.clone());
+                } else {
+                    self.deleting_claims.remove(&key);
                 }
                 self.claims.insert(key, (meta, c));
                 self.counters.generation += 1;
@@ -308,7 +384,7 @@ impl Cache {
         self.counters.generation += 1;
         let keys: Vec<String> = self.with_claims.iter().cloned().collect();
         for k in keys {
-            let Some((m, p)) = self.pods.get(&k).cloned() else {
+            let Some((m, p)) = self.pods.entry(&k).cloned() else {
                 continue;
             };
             let q = self.with_volumes(p.clone());
@@ -338,6 +414,7 @@ impl Cache {
                 if self.pods_on.contains_key(key) {
                     self.dangling.insert(key.to_string());
                 }
+                self.deleting_nodes.remove(key);
                 if let Some((_, n)) = self.nodes.remove(key) {
                     if let Some(pid) = &n.provider_id {
                         if self.node_by_provider.get(pid).is_some_and(|k| k == key) {
@@ -347,6 +424,7 @@ impl Cache {
                 }
             }
             Kind::NodeClaim => {
+                self.deleting_claims.remove(key);
                 if let Some((_, c)) = self.claims.remove(key) {
                     if let Some(pid) = &c.status.provider_id {
                         if self.claim_by_provider.get(pid).is_some_and(|k| k == key) {
@@ -406,7 +484,7 @@ impl Cache {
     }
 
     fn unindex_pod(&mut self, key: &str) {
-        if let Some((_, old)) = self.pods.get(key) {
+        if let Some(old) = self.pods.get(key) {
             if let Some(n) = &old.node_name {
                 self.counters.freed += 1;
                 if let Some(set) = self.pods_on.get_mut(n) {
@@ -441,15 +519,15 @@ impl Cache {
     }
 
     pub fn pod(&self, key: &str) -> Option<&Arc<Pod>> {
-        self.pods.get(key).map(|(_, p)| p)
+        self.pods.get(key)
     }
 
     /// The uid and resourceVersion of any cached object.
     pub fn meta(&self, kind: Kind, key: &str) -> Option<&Meta> {
         match kind {
-            Kind::Pod => self.pods.get(key).map(|(m, _)| m),
-            Kind::Node => self.nodes.get(key).map(|(m, _)| m),
-            Kind::NodeClaim => self.claims.get(key).map(|(m, _)| m),
+            Kind::Pod => self.pods.entry(key).map(|(m, _)| m),
+            Kind::Node => self.nodes.entry(key).map(|(m, _)| m),
+            Kind::NodeClaim => self.claims.entry(key).map(|(m, _)| m),
             Kind::NodePool => self.nodepools.get(key).map(|(m, _)| m),
             Kind::Pdb => self.pdbs.get(key).map(|(m, _)| m),
             Kind::DaemonSet => self.daemonsets.get(key).map(|(m, _)| m),
@@ -461,7 +539,7 @@ impl Cache {
     }
 
     pub fn pod_meta(&self, key: &str) -> Option<&Meta> {
-        self.pods.get(key).map(|(m, _)| m)
+        self.pods.entry(key).map(|(m, _)| m)
     }
 
     pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
@@ -469,11 +547,11 @@ impl Cache {
     }
 
     pub fn node(&self, name: &str) -> Option<&Arc<Node>> {
-        self.nodes.get(name).map(|(_, n)| n)
+        self.nodes.get(name)
     }
 
     pub fn node_meta(&self, name: &str) -> Option<&Meta> {
-        self.nodes.get(name).map(|(m, _)| m)
+        self.nodes.entry(name).map(|(m, _)| m)
     }
 
     /// Nodes in name order.
@@ -482,11 +560,11 @@ impl Cache {
     }
 
     pub fn claim(&self, name: &str) -> Option<&Arc<NodeClaim>> {
-        self.claims.get(name).map(|(_, c)| c)
+        self.claims.get(name)
     }
 
     pub fn claim_meta(&self, name: &str) -> Option<&Meta> {
-        self.claims.get(name).map(|(m, _)| m)
+        self.claims.entry(name).map(|(m, _)| m)
     }
 
     /// Claims in name order.
@@ -578,6 +656,16 @@ impl Cache {
         &self.pending
     }
 
+    /// Nodes whose deletion was requested, in name order.
+    pub fn deleting_nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
+        self.deleting_nodes.iter().filter_map(|n| self.node(n))
+    }
+
+    /// Claims whose deletion was requested, in name order.
+    pub fn deleting_claims(&self) -> impl Iterator<Item = &Arc<NodeClaim>> {
+        self.deleting_claims.iter().filter_map(|c| self.claim(c))
+    }
+
     pub fn node_by_provider(&self, provider_id: &str) -> Option<&str> {
         self.node_by_provider.get(provider_id).map(String::as_str)
     }
@@ -629,6 +717,9 @@ impl Cache {
                 .map(|(n, s)| (n.clone(), s.keys().cloned().collect::<Vec<_>>()))
                 .collect::<Vec<_>>()
         };
+        check("pods' hashed index", self.pods.consistent())?;
+        check("nodes' hashed index", self.nodes.consistent())?;
+        check("claims' hashed index", self.claims.consistent())?;
         check("pods_on", keys(&self.pods_on) == keys(&fresh.pods_on))?;
         check("used_on", self.used_on == fresh.used_on)?;
         check(
@@ -636,6 +727,14 @@ impl Cache {
             self.pods_fingerprint == fresh.pods_fingerprint,
         )?;
         check("dangling", self.dangling == fresh.dangling)?;
+        check(
+            "deleting_nodes",
+            self.deleting_nodes == fresh.deleting_nodes,
+        )?;
+        check(
+            "deleting_claims",
+            self.deleting_claims == fresh.deleting_claims,
+        )?;
         check("repelling", self.repelling == fresh.repelling)?;
         check("pending", self.pending == fresh.pending)?;
         check(

@@ -9,7 +9,6 @@ use crate::{Action, secs};
 use capstan_cloud::{CloudError, CloudProvider, Instance, InstanceState};
 use capstan_model::NodeClaim;
 use capstan_model::disruption::Reason;
-use std::collections::BTreeSet;
 
 /// Whether `claim` (the claim named as the instance's) owns the instance: it has not launched
 /// yet (its launch may be this instance), or it records this instance.
@@ -44,12 +43,14 @@ impl Gc {
                 return;
             }
         };
-        let mut live: BTreeSet<String> = BTreeSet::new();
+        // Looked up once per claim below: hashed, and borrowed from the listing.
+        let mut live: std::collections::HashSet<&str, foldhash::fast::FixedState> =
+            Default::default();
         for inst in &instances {
             if inst.state == InstanceState::Terminated {
                 continue;
             }
-            live.insert(inst.provider_id.clone());
+            live.insert(&inst.provider_id);
             let owned = owns(cx.cache().claim(&inst.claim_name).map(|c| &**c), inst);
             if !owned && now - secs(inst.launched_at) > cx.config.gc_grace {
                 if !cx.may_act() {
@@ -100,7 +101,7 @@ impl Gc {
                     && c.status
                         .provider_id
                         .as_ref()
-                        .is_some_and(|p| !live.contains(p))
+                        .is_some_and(|p| !live.contains(p.as_str()))
             })
             .map(|c| c.name.clone())
             .collect();
@@ -108,7 +109,7 @@ impl Gc {
             cx.begin_deletion(&claim, Reason::InstanceTerminated, Some(now))
                 .await;
         }
-        cx.s.provider_drift.retain(|p, _| live.contains(p));
+        cx.s.provider_drift.retain(|p, _| live.contains(p.as_str()));
     }
 }
 

@@ -332,16 +332,16 @@ impl Provisioner {
         }
         // Nominations end when their claim is gone, or once its node is up.
         let cache = &cx.s.cache;
-        let live: BTreeSet<String> = cache
-            .claims()
-            .filter(|c| !c.deleting() && !c.status.initialized())
-            .map(|c| c.name.clone())
-            .collect();
+        let live = |claim: &str| {
+            cache
+                .claim(claim)
+                .is_some_and(|c| !c.deleting() && !c.status.initialized())
+        };
         let provisionable = provisionable(cache, cx.config);
         let moving = moving(cache, cx.config, now);
         let planned = |pod: &String| provisionable.contains(pod) || moving.contains(pod);
         cx.s.nominations
-            .retain(|pod, claim| live.contains(claim) && planned(pod));
+            .retain(|pod, claim| live(claim) && planned(pod));
         cx.s.unservable.retain(|pod| planned(pod));
         self.launched.review(cache, &provisionable, now);
         // Pending pods first, then those of deleting nodes (Karpenter's order: if pods are
@@ -527,17 +527,20 @@ impl Provisioner {
 /// The pending pods capstan buys nodes for: kube-scheduler found no node for them (see
 /// [`Pod::is_provisionable`]) and they are not expendable.
 pub(crate) fn provisionable(cache: &Cache, config: &Config) -> BTreeSet<String> {
-    cache
-        .pending()
-        .iter()
-        .filter(|k| {
-            cache.pod(k).is_some_and(|p| {
-                p.is_provisionable(&config.scheduler_names)
-                    && p.priority >= config.expendable_priority_cutoff
-            })
+    provisionable_keys(cache, config).cloned().collect()
+}
+
+/// [`provisionable`], in key order, without copying the keys.
+pub(crate) fn provisionable_keys<'c>(
+    cache: &'c Cache,
+    config: &'c Config,
+) -> impl Iterator<Item = &'c String> + 'c {
+    cache.pending().iter().filter(|k| {
+        cache.pod(k).is_some_and(|p| {
+            p.is_provisionable(&config.scheduler_names)
+                && p.priority >= config.expendable_priority_cutoff
         })
-        .cloned()
-        .collect()
+    })
 }
 
 /// Pods of nodes being deleted (the Node's or its NodeClaim's deletion requested) that will
@@ -550,9 +553,10 @@ pub(crate) fn moving(cache: &Cache, config: &Config, now: f64) -> BTreeSet<Strin
     let pdbs: Vec<&capstan_model::pdb::Pdb> = cache.pdbs().map(|b| &**b).collect();
     // A node's claim is the one its provider id indexes (`Cache::claim_of_node`): the provider
     // ids of the (few) deleting claims, rather than a claim looked up for every node.
-    let going: BTreeSet<&str> = cache
-        .claims()
-        .filter(|c| c.deleting())
+    // Both from the cache's indexes of deleting nodes and claims, so that a pass costs what
+    // is going, not the cluster's size.
+    let going = cache
+        .deleting_claims()
         .filter_map(|c| c.status.provider_id.as_deref())
         .filter(|p| {
             cache
@@ -560,15 +564,15 @@ pub(crate) fn moving(cache: &Cache, config: &Config, now: f64) -> BTreeSet<Strin
                 .and_then(|c| cache.claim(c))
                 .is_some_and(|c| c.deleting())
         })
+        .filter_map(|p| cache.node_by_provider(p));
+    let nodes: BTreeSet<&str> = cache
+        .deleting_nodes()
+        .map(|n| n.name.as_str())
+        .chain(going)
         .collect();
-    cache
-        .nodes()
-        .filter(|n| {
-            n.deleting
-                || (!going.is_empty()
-                    && n.provider_id.as_deref().is_some_and(|p| going.contains(p)))
-        })
-        .flat_map(|n| cache.pods_on(&n.name))
+    nodes
+        .into_iter()
+        .flat_map(|n| cache.pods_on(n))
         .filter(|p| {
             p.priority >= config.expendable_priority_cutoff
                 && config.scheduler_names.iter().any(|s| s == p.scheduler())

@@ -326,7 +326,7 @@ struct Engine<'a> {
 impl<'a> Engine<'a> {
     fn new(input: Input<'a>) -> Engine<'a> {
         // Node name → index; pods arrive grouped by node, so the last lookup is tried first.
-        let node_index: std::collections::HashMap<&str, usize> = input
+        let node_index: std::collections::HashMap<&str, usize, foldhash::fast::FixedState> = input
             .nodes
             .iter()
             .enumerate()
@@ -369,7 +369,8 @@ impl<'a> Engine<'a> {
         keys.sort_unstable();
         keys.dedup();
         type Signature<'p> = (&'p str, Vec<Option<&'p str>>);
-        let mut memo: BTreeMap<Signature<'_>, usize> = BTreeMap::new();
+        let mut memo: std::collections::HashMap<Signature<'_>, usize, foldhash::fast::FixedState> =
+            Default::default();
         let mut pdb_sets: Vec<Vec<usize>> = Vec::new();
         let mut expected = vec![0i64; input.pdbs.len()];
         let mut healthy = vec![0i64; input.pdbs.len()];

@@ -246,7 +246,13 @@ impl Pod {
 
     /// `namespace/name`, as contracts print pods.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        // Built by hand: `format!` costs several times as much, and keys are built by the
+        // hundred thousand per pass in a large cluster.
+        let mut key = String::with_capacity(self.namespace.len() + 1 + self.name.len());
+        key.push_str(&self.namespace);
+        key.push('/');
+        key.push_str(&self.name);
+        key
     }
 
     /// The bytes of [`Pod::key`] without building it: hashes and orders exactly as the key.

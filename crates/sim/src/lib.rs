@@ -287,8 +287,9 @@ struct Sim {
     events: Vec<TimelineEvent>,
     cost: f64,
     bound_cost: f64,
-    /// Pods the scheduler tried and could not place, until capacity changes.
-    unschedulable: BTreeSet<String>,
+    /// Pods the scheduler tried and could not place, until capacity changes (a set for
+    /// lookups only).
+    unschedulable: std::collections::HashSet<String, foldhash::fast::FixedState>,
     capacity_seen: (u64, u64),
     last_flush: f64,
     /// (when, $ per millicore-hour, $ per byte-hour) for the cost lower bound.
@@ -397,7 +398,7 @@ impl Sim {
             events: Vec::new(),
             cost: 0.0,
             bound_cost: 0.0,
-            unschedulable: BTreeSet::new(),
+            unschedulable: Default::default(),
             capacity_seen: (0, 0),
             last_flush: 0.0,
             offered: None,

@@ -252,11 +252,15 @@ enum Step {
         cpu: i64,
     },
     DeletePod(u8),
-    Node(u8),
+    Node {
+        name: u8,
+        deleting: bool,
+    },
     DeleteNode(u8),
     Claim {
         name: u8,
         provider: Option<u8>,
+        deleting: bool,
     },
     DeleteClaim(u8),
     Relist(Vec<u8>),
@@ -267,9 +271,10 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (0u8..12, proptest::option::of(0u8..4), any::<bool>(), any::<bool>(), any::<bool>(), 0i64..2000)
             .prop_map(|(name, node, done, daemon, anti, cpu)| Step::Pod { name, node, done, daemon, anti, cpu }),
         1 => (0u8..12).prop_map(Step::DeletePod),
-        2 => (0u8..4).prop_map(Step::Node),
+        2 => (0u8..4, any::<bool>()).prop_map(|(name, deleting)| Step::Node { name, deleting }),
         1 => (0u8..4).prop_map(Step::DeleteNode),
-        1 => (0u8..4, proptest::option::of(0u8..4)).prop_map(|(name, provider)| Step::Claim { name, provider }),
+        1 => (0u8..4, proptest::option::of(0u8..4), any::<bool>())
+            .prop_map(|(name, provider, deleting)| Step::Claim { name, provider, deleting }),
         1 => (0u8..4).prop_map(Step::DeleteClaim),
         1 => proptest::collection::vec(0u8..4, 0..4).prop_map(Step::Relist),
     ]
@@ -305,10 +310,15 @@ proptest! {
                     c.apply(applied(rv, Object::Pod(Arc::new(p))));
                 }
                 Step::DeletePod(n) => c.apply(Change::Deleted(Kind::Pod, format!("default/p{n}"))),
-                Step::Node(n) => c.apply(applied(rv, node(&format!("n{n}")))),
+                Step::Node { name, deleting } => {
+                    let Object::Node(n) = node(&format!("n{name}")) else { unreachable!() };
+                    let n = capstan_model::Node { deleting, ..capstan_model::Node::clone(&n) };
+                    c.apply(applied(rv, Object::Node(Arc::new(n))));
+                }
                 Step::DeleteNode(n) => c.apply(Change::Deleted(Kind::Node, format!("n{n}"))),
-                Step::Claim { name, provider } => {
+                Step::Claim { name, provider, deleting } => {
                     let mut claim = NodeClaim { name: format!("c{name}"), ..Default::default() };
+                    claim.deleted_at = deleting.then_some(1.0);
                     claim.status.provider_id = provider.map(|p| format!("fake://c{p}-{name}"));
                     c.apply(applied(rv, Object::NodeClaim(Arc::new(claim))));
                 }
