@@ -107,8 +107,9 @@ pub struct Cache {
     dangling: BTreeSet<String>,
     /// Pods with required pod anti-affinity.
     repelling: usize,
-    /// Keys of pending pods (unbound, active, not DaemonSet pods).
-    pending: BTreeSet<String>,
+    /// Pending pods (unbound, active, not DaemonSet pods) by key: the loops that go over
+    /// them every pass read them here, not through a lookup each.
+    pending: BTreeMap<String, Arc<Pod>>,
     /// Names of the nodes and of the claims whose deletion was requested.
     deleting_nodes: BTreeSet<String>,
     deleting_claims: BTreeSet<String>,
@@ -478,7 +479,7 @@ impl Cache {
                 *f = f.wrapping_add(pod_fingerprint(&p.uid, key));
             }
             None => {
-                self.pending.insert(key.to_string());
+                self.pending.insert(key.to_string(), p.clone());
             }
         }
     }
@@ -652,7 +653,7 @@ impl Cache {
         self.repelling
     }
 
-    pub fn pending(&self) -> &BTreeSet<String> {
+    pub fn pending(&self) -> &BTreeMap<String, Arc<Pod>> {
         &self.pending
     }
 

@@ -218,8 +218,8 @@ impl Disruption {
         // Settle first (the loops run only on a synced cache): no disruption while machines
         // are coming up or pods wait for a launch. Pods the last plan found no place for do
         // not wait for anything, so they hold up nothing.
-        let busy = crate::provisioning::provisionable_keys(cx.cache(), cx.config)
-            .any(|k| !cx.s.unservable.contains(k))
+        let busy = crate::provisioning::provisionable_pods(cx.cache(), cx.config)
+            .any(|(k, _)| !cx.s.unservable.contains(k))
             || cx
                 .cache()
                 .claims()

@@ -94,10 +94,8 @@ impl LaunchedFor {
 
     /// Forgets pods that bound or went, ends holds, and turns launches whose node has been up
     /// [`BIND_GRACE`] without the pod into suspects.
-    fn review(&mut self, cache: &Cache, provisionable: &BTreeSet<String>, now: f64) {
-        let live = |pod: &str, uid: &str| {
-            provisionable.contains(pod) && cache.pod(pod).is_some_and(|p| p.uid == uid)
-        };
+    fn review(&mut self, cache: &Cache, provisionable: &BTreeMap<&str, &Arc<Pod>>, now: f64) {
+        let live = |pod: &str, uid: &str| provisionable.get(pod).is_some_and(|p| p.uid == uid);
         let fingerprint = pools_fingerprint(cache);
         self.held.retain(|pod, (uid, fp, since)| {
             *fp == fingerprint && now - *since < HOLD && live(pod, uid)
@@ -339,7 +337,8 @@ impl Provisioner {
         };
         let provisionable = provisionable(cache, cx.config);
         let moving = moving(cache, cx.config, now);
-        let planned = |pod: &String| provisionable.contains(pod) || moving.contains(pod);
+        let planned =
+            |pod: &String| provisionable.contains_key(pod.as_str()) || moving.contains(pod);
         cx.s.nominations
             .retain(|pod, claim| live(claim) && planned(pod));
         cx.s.unservable.retain(|pod| planned(pod));
@@ -347,10 +346,15 @@ impl Provisioner {
         // Pending pods first, then those of deleting nodes (Karpenter's order: if pods are
         // moving already, it undershoots rather than plans a pod twice).
         let mut pending_keys: Vec<String> = provisionable
-            .iter()
-            .filter(|k| !cx.s.nominations.contains_key(*k) && !self.launched.holds(k))
-            .chain(moving.iter().filter(|k| !cx.s.nominations.contains_key(*k)))
-            .cloned()
+            .keys()
+            .filter(|k| !cx.s.nominations.contains_key(**k) && !self.launched.holds(k))
+            .map(|k| k.to_string())
+            .chain(
+                moving
+                    .iter()
+                    .filter(|k| !cx.s.nominations.contains_key(*k))
+                    .cloned(),
+            )
             .collect();
         // A pod whose claims kube-scheduler cannot bind yet gets no node, and a reason.
         let mut waiting = Vec::new();
@@ -526,20 +530,23 @@ impl Provisioner {
 /// The pending pods capstan provisions for ([`Pod::is_provisionable`]).
 /// The pending pods capstan buys nodes for: kube-scheduler found no node for them (see
 /// [`Pod::is_provisionable`]) and they are not expendable.
-pub(crate) fn provisionable(cache: &Cache, config: &Config) -> BTreeSet<String> {
-    provisionable_keys(cache, config).cloned().collect()
-}
-
-/// [`provisionable`], in key order, without copying the keys.
-pub(crate) fn provisionable_keys<'c>(
+pub(crate) fn provisionable<'c>(
     cache: &'c Cache,
     config: &'c Config,
-) -> impl Iterator<Item = &'c String> + 'c {
-    cache.pending().iter().filter(|k| {
-        cache.pod(k).is_some_and(|p| {
-            p.is_provisionable(&config.scheduler_names)
-                && p.priority >= config.expendable_priority_cutoff
-        })
+) -> BTreeMap<&'c str, &'c Arc<Pod>> {
+    provisionable_pods(cache, config)
+        .map(|(k, p)| (k.as_str(), p))
+        .collect()
+}
+
+/// [`provisionable`], in key order, without collecting them.
+pub(crate) fn provisionable_pods<'c>(
+    cache: &'c Cache,
+    config: &'c Config,
+) -> impl Iterator<Item = (&'c String, &'c Arc<Pod>)> + 'c {
+    cache.pending().iter().filter(|(_, p)| {
+        p.is_provisionable(&config.scheduler_names)
+            && p.priority >= config.expendable_priority_cutoff
     })
 }
 
@@ -587,8 +594,7 @@ fn expendable(cache: &Cache, config: &Config) -> Vec<(String, i32)> {
     cache
         .pending()
         .iter()
-        .filter_map(|k| {
-            let p = cache.pod(k)?;
+        .filter_map(|(k, p)| {
             (p.is_provisionable(&config.scheduler_names)
                 && p.priority < config.expendable_priority_cutoff)
                 .then(|| (k.clone(), p.priority))
@@ -697,19 +703,22 @@ mod tests {
             Object::NodeClaim(Arc::new(c))
         };
         let key = "default/db".to_string();
-        let pending: BTreeSet<String> = [key.clone()].into();
+        // The pending pods as `provisionable` lists them: the cache's pod under the key.
+        fn listed<'c>(cache: &'c Cache, key: &'c str) -> BTreeMap<&'c str, &'c Arc<Pod>> {
+            cache.pod(key).map(|p| (key, p)).into_iter().collect()
+        }
         let on = |n: &str| -> BTreeMap<String, String> { [(key.clone(), n.to_string())].into() };
         put(&mut cache, pod("p1"));
         put(&mut cache, node("n1"));
         put(&mut cache, claim("c1", "n1", Some(100.0)));
         let mut g = LaunchedFor::default();
         g.launched(&key, "p1", "c1");
-        g.review(&cache, &pending, 110.0);
+        g.review(&cache, &listed(&cache, &key), 110.0);
         assert!(
             g.judge(&cache, &on("n1"), 110.0).is_empty(),
             "within the grace"
         );
-        g.review(&cache, &pending, 131.0);
+        g.review(&cache, &listed(&cache, &key), 131.0);
         let notes = g.judge(&cache, &on("n1"), 131.0);
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(
@@ -721,10 +730,10 @@ mod tests {
         put(&mut cache, node("n2"));
         put(&mut cache, claim("c2", "n2", None));
         g.launched(&key, "p1", "c2");
-        g.review(&cache, &pending, 140.0);
+        g.review(&cache, &listed(&cache, &key), 140.0);
         assert!(g.judge(&cache, &on("n1"), 140.0).is_empty());
         put(&mut cache, claim("c2", "n2", Some(150.0)));
-        g.review(&cache, &pending, 181.0);
+        g.review(&cache, &listed(&cache, &key), 181.0);
         // Sent elsewhere by the plan (its room taken, say): no strike.
         let mut sent_elsewhere = g.clone();
         assert!(sent_elsewhere.judge(&cache, &on("n1"), 181.0).is_empty());
@@ -733,19 +742,19 @@ mod tests {
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[1].1.contains("no further node"), "{notes:?}");
         assert!(g.holds(&key));
-        g.review(&cache, &pending, 300.0);
+        g.review(&cache, &listed(&cache, &key), 300.0);
         assert!(g.holds(&key), "held");
         // The pod is recreated (a new uid): the hold ends.
         put(&mut cache, pod("p2"));
-        g.review(&cache, &pending, 310.0);
+        g.review(&cache, &listed(&cache, &key), 310.0);
         assert!(!g.holds(&key));
         // And a hold ends after HOLD.
         let mut h = LaunchedFor::default();
         h.held
             .insert(key.clone(), ("p2".into(), pools_fingerprint(&cache), 0.0));
-        h.review(&cache, &pending, HOLD - 1.0);
+        h.review(&cache, &listed(&cache, &key), HOLD - 1.0);
         assert!(h.holds(&key));
-        h.review(&cache, &pending, HOLD);
+        h.review(&cache, &listed(&cache, &key), HOLD);
         assert!(!h.holds(&key));
     }
 

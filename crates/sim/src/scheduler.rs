@@ -57,8 +57,8 @@ impl Sim {
             .view
             .pending()
             .iter()
-            .filter(|k| !self.unschedulable.contains(*k))
-            .filter_map(|k| self.view.pod(k))
+            .filter(|(k, _)| !self.unschedulable.contains(*k))
+            .map(|(_, p)| p)
             .filter(|p| !p.scheduling_gated && p.scheduler() == DEFAULT_SCHEDULER)
             .cloned()
             .collect();

@@ -83,8 +83,9 @@ enum Scheduled {
 #[derive(Debug, Default)]
 struct State {
     instances: BTreeMap<String, Arc<Instance>>,
-    /// Image generation each instance was launched with (for drift).
-    images: HashMap<String, u64>,
+    /// Provider id → the image generation it launched with (looked up per instance by
+    /// `is_drifted`, which GC asks of every instance: a fixed, fast hasher).
+    images: HashMap<String, u64, foldhash::fast::FixedState>,
     by_token: HashMap<String, String>,
     failed_attempts: HashMap<String, u64>,
     used: HashMap<OfferingKey, u32>,

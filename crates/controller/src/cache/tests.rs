@@ -39,7 +39,7 @@ fn node(name: &str) -> Object {
 fn binding_a_pod_moves_it_from_pending_to_its_node() {
     let mut c = Cache::default();
     c.apply(applied(1, Object::Pod(pod("a", None))));
-    assert!(c.pending().contains("default/a"));
+    assert!(c.pending().contains_key("default/a"));
     c.apply(applied(2, Object::Pod(pod("a", Some("n1")))));
     assert!(c.pending().is_empty());
     assert_eq!(c.workload_pods_on("n1").len(), 1);
@@ -138,7 +138,7 @@ fn a_pods_volume_requirements_follow_its_claim_volume_and_class_as_they_come_and
         })),
     ));
     assert_eq!(read(&c), (zone("z1"), None), "bound: the volume's zone");
-    assert!(c.pending().contains("default/db"));
+    assert!(c.pending().contains_key("default/db"));
     c.apply(Change::Deleted(
         Kind::PersistentVolumeClaim,
         "default/data".into(),
