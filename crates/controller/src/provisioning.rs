@@ -594,11 +594,11 @@ fn expendable(cache: &Cache, config: &Config) -> Vec<(String, i32)> {
     cache
         .pending()
         .iter()
-        .filter_map(|(k, p)| {
-            (p.is_provisionable(&config.scheduler_names)
-                && p.priority < config.expendable_priority_cutoff)
-                .then(|| (k.clone(), p.priority))
+        .filter(|(_, p)| {
+            p.is_provisionable(&config.scheduler_names)
+                && p.priority < config.expendable_priority_cutoff
         })
+        .map(|(k, p)| (k.clone(), p.priority))
         .collect()
 }
 
