@@ -527,7 +527,6 @@ impl Provisioner {
     }
 }
 
-/// The pending pods capstan provisions for ([`Pod::is_provisionable`]).
 /// The pending pods capstan buys nodes for: kube-scheduler found no node for them (see
 /// [`Pod::is_provisionable`]) and they are not expendable.
 pub(crate) fn provisionable<'c>(
@@ -558,10 +557,9 @@ pub(crate) fn provisionable_pods<'c>(
 pub(crate) fn moving(cache: &Cache, config: &Config, now: f64) -> BTreeSet<String> {
     let wall = config.epoch_unix + now;
     let pdbs: Vec<&capstan_model::pdb::Pdb> = cache.pdbs().map(|b| &**b).collect();
-    // A node's claim is the one its provider id indexes (`Cache::claim_of_node`): the provider
-    // ids of the (few) deleting claims, rather than a claim looked up for every node.
-    // Both from the cache's indexes of deleting nodes and claims, so that a pass costs what
-    // is going, not the cluster's size.
+    // The deleting nodes, and the nodes of deleting claims (a node's claim is the one its
+    // provider id indexes, `Cache::claim_of_node`): both from the cache's indexes of what is
+    // being deleted, so a pass costs what is going, not the cluster's size.
     let going = cache
         .deleting_claims()
         .filter_map(|c| c.status.provider_id.as_deref())
