@@ -40,7 +40,7 @@ impl<T> Keyed<T> {
         self.index.get(key)
     }
 
-    fn entry(&self, key: &str) -> Option<&(Meta, Arc<T>)> {
+    fn with_meta(&self, key: &str) -> Option<&(Meta, Arc<T>)> {
         self.sorted.get(key)
     }
 
@@ -270,7 +270,7 @@ impl Cache {
                 self.counters.pod_generation += 1;
             }
             Object::Node(n) => {
-                if let Some((_, old)) = self.nodes.entry(&key) {
+                if let Some(old) = self.nodes.get(&key) {
                     if let Some(pid) = &old.provider_id {
                         self.node_by_provider.remove(pid);
                     }
@@ -289,7 +289,7 @@ impl Cache {
                 self.counters.node_generation += 1;
             }
             Object::NodeClaim(c) => {
-                if let Some((_, old)) = self.claims.entry(&key) {
+                if let Some(old) = self.claims.get(&key) {
                     if let Some(pid) = &old.status.provider_id {
                         self.claim_by_provider.remove(pid);
                     }
@@ -385,7 +385,7 @@ impl Cache {
         self.counters.generation += 1;
         let keys: Vec<String> = self.with_claims.iter().cloned().collect();
         for k in keys {
-            let Some((m, p)) = self.pods.entry(&k).cloned() else {
+            let Some((m, p)) = self.pods.with_meta(&k).cloned() else {
                 continue;
             };
             let q = self.with_volumes(p.clone());
@@ -526,9 +526,9 @@ impl Cache {
     /// The uid and resourceVersion of any cached object.
     pub fn meta(&self, kind: Kind, key: &str) -> Option<&Meta> {
         match kind {
-            Kind::Pod => self.pods.entry(key).map(|(m, _)| m),
-            Kind::Node => self.nodes.entry(key).map(|(m, _)| m),
-            Kind::NodeClaim => self.claims.entry(key).map(|(m, _)| m),
+            Kind::Pod => self.pods.with_meta(key).map(|(m, _)| m),
+            Kind::Node => self.nodes.with_meta(key).map(|(m, _)| m),
+            Kind::NodeClaim => self.claims.with_meta(key).map(|(m, _)| m),
             Kind::NodePool => self.nodepools.get(key).map(|(m, _)| m),
             Kind::Pdb => self.pdbs.get(key).map(|(m, _)| m),
             Kind::DaemonSet => self.daemonsets.get(key).map(|(m, _)| m),
@@ -540,7 +540,7 @@ impl Cache {
     }
 
     pub fn pod_meta(&self, key: &str) -> Option<&Meta> {
-        self.pods.entry(key).map(|(m, _)| m)
+        self.pods.with_meta(key).map(|(m, _)| m)
     }
 
     pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
@@ -552,7 +552,7 @@ impl Cache {
     }
 
     pub fn node_meta(&self, name: &str) -> Option<&Meta> {
-        self.nodes.entry(name).map(|(m, _)| m)
+        self.nodes.with_meta(name).map(|(m, _)| m)
     }
 
     /// Nodes in name order.
@@ -565,7 +565,7 @@ impl Cache {
     }
 
     pub fn claim_meta(&self, name: &str) -> Option<&Meta> {
-        self.claims.entry(name).map(|(m, _)| m)
+        self.claims.with_meta(name).map(|(m, _)| m)
     }
 
     /// Claims in name order.
