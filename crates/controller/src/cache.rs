@@ -62,6 +62,10 @@ impl<T> Keyed<T> {
         self.sorted.keys()
     }
 
+    fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
     fn values(&self) -> impl Iterator<Item = &(Meta, Arc<T>)> {
         self.sorted.values()
     }
@@ -555,6 +559,11 @@ impl Cache {
         self.nodes.with_meta(name).map(|(m, _)| m)
     }
 
+    /// How many nodes there are.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// Nodes in name order.
     pub fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
         self.nodes.values().map(|(_, n)| n)
@@ -653,6 +662,13 @@ impl Cache {
         self.repelling
     }
 
+    /// The pod `key` if it is one of [`Cache::pending`], by a hashed lookup.
+    pub fn pending_pod(&self, key: &str) -> Option<&Arc<Pod>> {
+        self.pods
+            .get(key)
+            .filter(|p| p.is_active() && p.node_name.is_none() && !p.is_daemonset_pod())
+    }
+
     pub fn pending(&self) -> &BTreeMap<String, Arc<Pod>> {
         &self.pending
     }
@@ -738,6 +754,12 @@ impl Cache {
         )?;
         check("repelling", self.repelling == fresh.repelling)?;
         check("pending", self.pending == fresh.pending)?;
+        check(
+            "pending_pod",
+            self.pods
+                .keys()
+                .all(|k| self.pending_pod(k).is_some() == self.pending.contains_key(k)),
+        )?;
         check(
             "node_by_provider",
             self.node_by_provider == fresh.node_by_provider,

@@ -160,8 +160,9 @@ pub(crate) struct Disruption {
 pub(crate) struct PodEvents {
     /// The cache's pod generation when last sampled.
     seen: Option<u64>,
-    /// Node → (the cache's fingerprint of its pods, clock seconds it last changed).
-    nodes: BTreeMap<String, (u64, f64)>,
+    /// Node → (the cache's fingerprint of its pods, clock seconds it last changed). Hashed:
+    /// looked up per node, never iterated in an order that matters.
+    nodes: std::collections::HashMap<String, (u64, f64), foldhash::fast::FixedState>,
 }
 
 impl PodEvents {
@@ -171,16 +172,23 @@ impl PodEvents {
             return;
         }
         self.seen = Some(generation);
-        let mut next = BTreeMap::new();
         for n in cache.nodes() {
             let h = cache.pods_fingerprint(&n.name);
-            let since = match self.nodes.get(&n.name) {
-                Some(&(old, since)) if old == h => since,
-                _ => now,
-            };
-            next.insert(n.name.clone(), (h, since));
+            match self.nodes.get_mut(n.name.as_str()) {
+                Some((old, since)) => {
+                    if *old != h {
+                        *old = h;
+                        *since = now;
+                    }
+                }
+                None => {
+                    self.nodes.insert(n.name.clone(), (h, now));
+                }
+            }
         }
-        self.nodes = next;
+        if self.nodes.len() != cache.node_count() {
+            self.nodes.retain(|n, _| cache.node(n).is_some());
+        }
     }
 
     /// Clock seconds of the node's last pod event (or first sighting).

@@ -102,6 +102,12 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
         {
             if let Some(node) = c.status.node_name.clone() {
                 let types = instance_types(cx, now).await;
+                // Only NodePools that opt in act on a recommendation: the engine's inputs
+                // (the whole cluster) are built for those alone.
+                if !opts_in_to_rebalance(cx.cache(), &node) {
+                    handled.push(ev);
+                    continue;
+                }
                 let d = inputs(cx, &types);
                 let input = d.input(&types, cx.config.epoch_unix + now);
                 if let Ok(Some(cmd)) = capstan_disrupt::rebalance(input, &node) {
@@ -136,6 +142,16 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
             Err(e) => tracing::warn!(error = %e, "acknowledging interruption events failed"),
         }
     }
+}
+
+/// Whether the node's NodePool acts on rebalance recommendations (`capstan.dev/spot-rebalance`);
+/// the engine's [`capstan_disrupt::rebalance`] decides nothing for the others.
+fn opts_in_to_rebalance(cache: &crate::Cache, node: &str) -> bool {
+    cache
+        .node(node)
+        .and_then(|n| n.labels.get(capstan_model::labels::NODEPOOL))
+        .and_then(|p| cache.nodepool(p))
+        .is_some_and(|p| p.spot_rebalance)
 }
 
 /// A spot interruption says the pool is short of capacity: its offering is avoided for
@@ -193,6 +209,61 @@ async fn replace<A: ClusterApi, C: CloudProvider>(
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn only_a_node_whose_nodepool_opts_in_has_its_rebalance_recommendation_weighed() {
+        use crate::api::{Change, Meta, Object};
+        use capstan_model::{Node, NodePool};
+        use std::sync::Arc;
+        let mut cache = crate::Cache::default();
+        let mut put = |o: Object| {
+            cache.apply(Change::Applied(
+                Meta {
+                    uid: "u".into(),
+                    resource_version: "1".into(),
+                },
+                o,
+            ))
+        };
+        for (name, opts_in) in [("eager", "true"), ("steady", "false")] {
+            let obj: capstan_model::nodepool::NodePoolObject =
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+                    "metadata": {"name": name, "annotations": {"capstan.dev/spot-rebalance": opts_in}},
+                    "spec": {"template": {"spec": {"requirements": []}}},
+                }))
+                .unwrap();
+            let pool = NodePool::compile_fail_closed(&obj).unwrap();
+            assert_eq!(pool.spot_rebalance, opts_in == "true", "{name}");
+            put(Object::NodePool(Arc::new(pool)));
+        }
+        for (node, pool) in [
+            ("n-eager", Some("eager")),
+            ("n-steady", Some("steady")),
+            ("n-unknown-pool", Some("gone")),
+            ("n-no-pool", None),
+        ] {
+            let mut n = Node {
+                name: node.into(),
+                ..Default::default()
+            };
+            if let Some(p) = pool {
+                n.labels
+                    .insert(capstan_model::labels::NODEPOOL.into(), p.into());
+            }
+            put(Object::Node(Arc::new(n)));
+        }
+        let cases = [
+            ("n-eager", true),
+            ("n-steady", false),
+            ("n-unknown-pool", false),
+            ("n-no-pool", false),
+            ("n-missing", false),
+        ];
+        for (node, want) in cases {
+            assert_eq!(opts_in_to_rebalance(&cache, node), want, "{node}");
+        }
+    }
 
     #[test]
     fn events_that_take_the_instance_give_its_deadline() {

@@ -11,7 +11,7 @@ use crate::{Action, Config, Planner};
 use capstan_cloud::CloudProvider;
 use capstan_model::{InstanceType, Node, Pod, labels};
 use capstan_sched::{InFlight, Snapshot, SnapshotBuilder, SolveInput};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// The batch window.
@@ -94,8 +94,13 @@ impl LaunchedFor {
 
     /// Forgets pods that bound or went, ends holds, and turns launches whose node has been up
     /// [`BIND_GRACE`] without the pod into suspects.
-    fn review(&mut self, cache: &Cache, provisionable: &BTreeMap<&str, &Arc<Pod>>, now: f64) {
-        let live = |pod: &str, uid: &str| provisionable.get(pod).is_some_and(|p| p.uid == uid);
+    fn review<'c>(
+        &mut self,
+        cache: &Cache,
+        provisionable: impl Fn(&str) -> Option<&'c Arc<Pod>>,
+        now: f64,
+    ) {
+        let live = |pod: &str, uid: &str| provisionable(pod).is_some_and(|p| p.uid == uid);
         let fingerprint = pools_fingerprint(cache);
         self.held.retain(|pod, (uid, fp, since)| {
             *fp == fingerprint && now - *since < HOLD && live(pod, uid)
@@ -335,20 +340,20 @@ impl Provisioner {
                 .claim(claim)
                 .is_some_and(|c| !c.deleting() && !c.status.initialized())
         };
-        let provisionable = provisionable(cache, cx.config);
+        let config = cx.config;
+        let provisionable = |pod: &str| provisionable_pod(cache, config, pod);
         let moving = moving(cache, cx.config, now);
-        let planned =
-            |pod: &String| provisionable.contains_key(pod.as_str()) || moving.contains(pod);
+        let planned = |pod: &String| provisionable(pod).is_some() || moving.contains(pod);
         cx.s.nominations
             .retain(|pod, claim| live(claim) && planned(pod));
         cx.s.unservable.retain(|pod| planned(pod));
-        self.launched.review(cache, &provisionable, now);
+        self.launched.review(cache, provisionable, now);
         // Pending pods first, then those of deleting nodes (Karpenter's order: if pods are
         // moving already, it undershoots rather than plans a pod twice).
-        let mut pending_keys: Vec<String> = provisionable
-            .keys()
-            .filter(|k| !cx.s.nominations.contains_key(**k) && !self.launched.holds(k))
-            .map(|k| k.to_string())
+        let mut pending_keys: Vec<String> = provisionable_pods(cache, config)
+            .map(|(k, _)| k)
+            .filter(|k| !cx.s.nominations.contains_key(*k) && !self.launched.holds(k))
+            .cloned()
             .chain(
                 moving
                     .iter()
@@ -527,26 +532,33 @@ impl Provisioner {
     }
 }
 
-/// The pending pods capstan buys nodes for: kube-scheduler found no node for them (see
-/// [`Pod::is_provisionable`]) and they are not expendable.
-pub(crate) fn provisionable<'c>(
-    cache: &'c Cache,
-    config: &'c Config,
-) -> BTreeMap<&'c str, &'c Arc<Pod>> {
-    provisionable_pods(cache, config)
-        .map(|(k, p)| (k.as_str(), p))
-        .collect()
+/// Whether capstan buys a node for a pending pod: kube-scheduler found no node for it (see
+/// [`Pod::is_provisionable`]) and it is not expendable.
+fn provisionable_by(p: &Pod, config: &Config) -> bool {
+    p.is_provisionable(&config.scheduler_names) && p.priority >= config.expendable_priority_cutoff
 }
 
-/// [`provisionable`], in key order, without collecting them.
+/// The pending pods capstan buys nodes for ([`provisionable_by`]), in key order.
 pub(crate) fn provisionable_pods<'c>(
     cache: &'c Cache,
     config: &'c Config,
 ) -> impl Iterator<Item = (&'c String, &'c Arc<Pod>)> + 'c {
-    cache.pending().iter().filter(|(_, p)| {
-        p.is_provisionable(&config.scheduler_names)
-            && p.priority >= config.expendable_priority_cutoff
-    })
+    cache
+        .pending()
+        .iter()
+        .filter(|(_, p)| provisionable_by(p, config))
+}
+
+/// The pending pod `key` if capstan buys a node for it (one of [`provisionable_pods`]), by a
+/// hashed lookup.
+pub(crate) fn provisionable_pod<'c>(
+    cache: &'c Cache,
+    config: &Config,
+    key: &str,
+) -> Option<&'c Arc<Pod>> {
+    cache
+        .pending_pod(key)
+        .filter(|p| provisionable_by(p, config))
 }
 
 /// Pods of nodes being deleted (the Node's or its NodeClaim's deletion requested) that will
@@ -612,6 +624,11 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
     let mut b = SnapshotBuilder::new(pending, cache.repelling() > 0);
     b.daemonsets(cache.daemonsets().map(|p| Pod::clone(p)));
     let none = capstan_model::Resources::new();
+    // The nodes the moving pods are on: only their pods need checking against `moving`.
+    let moving_from: HashSet<&str, foldhash::fast::FixedState> = moving
+        .iter()
+        .filter_map(|k| cache.pod(k)?.node_name.as_deref())
+        .collect();
     for n in cache.nodes() {
         let pool = n.labels.get(labels::NODEPOOL).map(String::as_str);
         // A node still coming up takes pods as it will be once initialized, as in Karpenter,
@@ -619,9 +636,10 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
         let used = cache.used_on(&n.name).unwrap_or(&none);
         // A deleting node takes no pods; the pods moving off it are planned, not counted here.
         let claim = cache.claim_of_node(n).map(|c| &**c);
+        let some_move = moving_from.contains(n.name.as_str());
         let pods = cache
             .pods_on(&n.name)
-            .filter(|p| moving.is_empty() || !moving.contains(&p.key()));
+            .filter(|p| !some_move || !moving.contains(&p.key()));
         if claim.is_some_and(|c| c.deleting()) && !n.deleting {
             let going = Arc::new(Node {
                 deleting: true,
@@ -701,9 +719,9 @@ mod tests {
             Object::NodeClaim(Arc::new(c))
         };
         let key = "default/db".to_string();
-        // The pending pods as `provisionable` lists them: the cache's pod under the key.
-        fn listed<'c>(cache: &'c Cache, key: &'c str) -> BTreeMap<&'c str, &'c Arc<Pod>> {
-            cache.pod(key).map(|p| (key, p)).into_iter().collect()
+        // The pending pods as `provisionable_pod` finds them: the cache's pod under the key.
+        fn listed<'c>(cache: &'c Cache, key: &'c str) -> impl Fn(&str) -> Option<&'c Arc<Pod>> {
+            move |k| cache.pod(key).filter(|_| k == key)
         }
         let on = |n: &str| -> BTreeMap<String, String> { [(key.clone(), n.to_string())].into() };
         put(&mut cache, pod("p1"));

@@ -332,21 +332,6 @@ impl<'a> Engine<'a> {
             .enumerate()
             .map(|(i, n)| (n.node.name.as_str(), i))
             .collect();
-        let mut pods_on: Vec<Vec<usize>> = vec![Vec::new(); input.nodes.len()];
-        let mut last: Option<(&str, usize)> = None;
-        for (i, p) in input.pods.iter().enumerate() {
-            let (Some(n), true) = (&p.node_name, p.is_active()) else {
-                continue;
-            };
-            let at = match last {
-                Some((name, at)) if name == n.as_str() => Some(at),
-                _ => node_index.get(n.as_str()).copied(),
-            };
-            if let Some(at) = at {
-                last = Some((n.as_str(), at));
-                pods_on[at].push(i);
-            }
-        }
         let pool_of = input
             .nodes
             .iter()
@@ -374,76 +359,88 @@ impl<'a> Engine<'a> {
         let mut pdb_sets: Vec<Vec<usize>> = Vec::new();
         let mut expected = vec![0i64; input.pdbs.len()];
         let mut healthy = vec![0i64; input.pdbs.len()];
-        // The last pod's signature and set: neighbours are often replicas of one workload.
-        let mut last: Option<(Signature<'_>, usize)> = None;
+        let nodes = input.nodes.len();
+        let mut pods_on: Vec<Vec<usize>> = vec![Vec::new(); nodes];
+        let mut movable_on: Vec<Vec<usize>> = vec![Vec::new(); nodes];
+        let mut used_all = vec![capstan_model::Resources::new(); nodes];
+        let mut load = vec![capstan_model::Resources::new(); nodes];
+        let mut pdbs_of: Vec<usize> = Vec::with_capacity(input.pods.len());
+        let mut bound_anti = false;
+        // One pass over the pods (each pod's memory is read once per evaluation). The last
+        // pod's node and signature are tried first: pods arrive grouped by node, and
+        // neighbours are often replicas of one workload.
+        let mut last_node: Option<(&str, usize)> = None;
+        let mut last_sig: Option<(Signature<'_>, usize)> = None;
         let mut values: Vec<Option<&str>> = Vec::with_capacity(keys.len());
-        let pdbs_of: Vec<usize> = input
-            .pods
-            .iter()
-            .map(|pod| {
-                values.clear();
-                values.extend(keys.iter().map(|k| pod.labels.get(*k).map(String::as_str)));
-                let set = match &mut last {
-                    Some(((ns, seen), set)) if *ns == pod.namespace && *seen == values => *set,
-                    _ => {
-                        let sig: Signature<'_> = (pod.namespace.as_str(), values.clone());
-                        let set = *memo.entry(sig.clone()).or_insert_with(|| {
-                            pdb_sets.push(
-                                (0..input.pdbs.len())
-                                    .filter(|&i| input.pdbs[i].selects(pod))
-                                    .collect(),
-                            );
-                            pdb_sets.len() - 1
-                        });
-                        last = Some((sig, set));
-                        set
-                    }
-                };
-                if pod.is_active() {
-                    for &i in &pdb_sets[set] {
-                        expected[i] += 1;
-                        healthy[i] += Pdb::healthy(pod) as i64;
-                    }
+        for (i, pod) in input.pods.iter().enumerate() {
+            values.clear();
+            values.extend(keys.iter().map(|k| pod.labels.get(*k).map(String::as_str)));
+            let set = match &mut last_sig {
+                Some(((ns, seen), set)) if *ns == pod.namespace && *seen == values => *set,
+                _ => {
+                    let sig: Signature<'_> = (pod.namespace.as_str(), values.clone());
+                    let set = *memo.entry(sig.clone()).or_insert_with(|| {
+                        pdb_sets.push(
+                            (0..input.pdbs.len())
+                                .filter(|&i| input.pdbs[i].selects(pod))
+                                .collect(),
+                        );
+                        pdb_sets.len() - 1
+                    });
+                    last_sig = Some((sig, set));
+                    set
                 }
-                set
-            })
-            .collect();
+            };
+            pdbs_of.push(set);
+            bound_anti |= !pod.anti_affinity.is_empty();
+            if !pod.is_active() {
+                continue;
+            }
+            for &d in &pdb_sets[set] {
+                expected[d] += 1;
+                healthy[d] += Pdb::healthy(pod) as i64;
+            }
+            let Some(n) = &pod.node_name else {
+                continue;
+            };
+            let at = match last_node {
+                Some((name, at)) if name == n.as_str() => Some(at),
+                _ => node_index.get(n.as_str()).copied(),
+            };
+            if let Some(at) = at {
+                last_node = Some((n.as_str(), at));
+                pods_on[at].push(i);
+                used_all[at].add(&pod.requests);
+                if pod.reschedulable() {
+                    load[at].add(&pod.requests);
+                    movable_on[at].push(i);
+                }
+            }
+        }
         let pdb_allowed = input
             .pdbs
             .iter()
             .enumerate()
             .map(|(i, p)| p.allowed_from(expected[i], healthy[i]))
             .collect();
-        let mut free = Vec::with_capacity(input.nodes.len());
-        let mut load = Vec::with_capacity(input.nodes.len());
-        let mut used_all = Vec::with_capacity(input.nodes.len());
-        let mut movable_on: Vec<Vec<usize>> = Vec::with_capacity(input.nodes.len());
-        for n in input.nodes {
-            let mut used = capstan_model::Resources::new();
-            let mut movable = capstan_model::Resources::new();
-            let mut movable_pods = Vec::new();
-            for &p in &pods_on[used_all.len()] {
-                used.add(&input.pods[p].requests);
-                if input.pods[p].reschedulable() {
-                    movable.add(&input.pods[p].requests);
-                    movable_pods.push(p);
+        let free = input
+            .nodes
+            .iter()
+            .zip(&used_all)
+            .map(|(n, used)| {
+                if n.disrupting() {
+                    capstan_model::Resources::new()
+                } else {
+                    let a = &n.node.allocatable;
+                    capstan_model::Resources {
+                        cpu: (a.cpu - used.cpu).max(0),
+                        memory: (a.memory - used.memory).max(0),
+                        pods: (n.node.max_pods() - used.pods).max(0),
+                        ..Default::default()
+                    }
                 }
-            }
-            movable_on.push(movable_pods);
-            free.push(if n.disrupting() {
-                capstan_model::Resources::new()
-            } else {
-                let a = &n.node.allocatable;
-                capstan_model::Resources {
-                    cpu: (a.cpu - used.cpu).max(0),
-                    memory: (a.memory - used.memory).max(0),
-                    pods: (n.node.max_pods() - used.pods).max(0),
-                    ..Default::default()
-                }
-            });
-            load.push(movable);
-            used_all.push(used);
-        }
+            })
+            .collect();
         let moving = pods_on
             .iter()
             .zip(input.nodes)
@@ -492,7 +489,7 @@ impl<'a> Engine<'a> {
             free,
             load,
             used: used_all,
-            bound_anti: input.pods.iter().any(|p| !p.anti_affinity.is_empty()),
+            bound_anti,
             unit_price,
             node_requirements: vec![std::cell::OnceCell::new(); input.nodes.len()],
         }
