@@ -348,6 +348,7 @@ pub fn run_disruption(nodes: usize, pods_per_node: usize, seed: u64) -> Disrupti
         now: 1_796_030_100.0,
         spot_to_spot: false,
         ignore_preferences: false,
+        known: None,
     });
     DisruptionRow {
         nodes,
@@ -462,6 +463,7 @@ pub fn run_pass(
             now,
             spot_to_spot: false,
             ignore_preferences: false,
+            known: None,
         });
         evals.push(started.elapsed().as_secs_f64());
         row.on_new = plan.new_claims.iter().map(|c| c.pods.len()).sum();

@@ -238,6 +238,7 @@ pub fn evaluate_now(
         now,
         spot_to_spot,
         ignore_preferences,
+        known: None,
     })
 }
 

@@ -80,6 +80,79 @@ impl<T> Keyed<T> {
     }
 }
 
+/// A bound pod, with the PDBs that select it.
+#[derive(Clone, Debug)]
+struct Bound {
+    pod: Arc<Pod>,
+    /// Indexes, in [`Cache::pdbs`] order, of the PDBs that select the pod.
+    pdbs: Arc<[usize]>,
+}
+
+/// Which PDBs select a pod, by the only things a selector reads: the pod's namespace and its
+/// values for the label keys some selector names. Pods alike on those (a workload's
+/// replicas) share one answer.
+#[derive(Clone, Debug, Default)]
+struct PdbSelection {
+    /// The label keys any PDB's selector names, sorted.
+    keys: Vec<String>,
+    /// A signature (namespace, then each key's value) → the PDBs selecting such pods. Only a
+    /// memo: cleared when the PDBs change, or when it grows past [`PdbSelection::MEMO`].
+    memo: Hashed<String, Arc<[usize]>>,
+    /// The signature being looked up (kept to spare an allocation per pod).
+    scratch: String,
+    none: Arc<[usize]>,
+}
+
+impl PdbSelection {
+    const MEMO: usize = 4096;
+
+    /// Starts over for a new set of PDBs.
+    fn reset(&mut self, pdbs: &Map<Pdb>) {
+        let mut keys: Vec<String> = pdbs
+            .values()
+            .filter_map(|(_, d)| d.selector.as_ref())
+            .flat_map(|s| s.requirements.iter().map(|r| r.key.clone()))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        self.keys = keys;
+        self.memo.clear();
+    }
+
+    fn of(&mut self, pdbs: &Map<Pdb>, pod: &Pod) -> Arc<[usize]> {
+        if pdbs.is_empty() {
+            return self.none.clone();
+        }
+        let sig = &mut self.scratch;
+        sig.clear();
+        sig.push_str(&pod.namespace);
+        for k in &self.keys {
+            // A separator no label value holds, then whether the label is there at all.
+            match pod.labels.get(k) {
+                Some(v) => {
+                    sig.push_str("\0=");
+                    sig.push_str(v);
+                }
+                None => sig.push_str("\0-"),
+            }
+        }
+        if let Some(set) = self.memo.get(sig.as_str()) {
+            return set.clone();
+        }
+        let set: Arc<[usize]> = pdbs
+            .values()
+            .enumerate()
+            .filter(|(_, (_, d))| d.selects(pod))
+            .map(|(i, _)| i)
+            .collect();
+        if self.memo.len() >= Self::MEMO {
+            self.memo.clear();
+        }
+        self.memo.insert(sig.clone(), set.clone());
+        set
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Cache {
     /// Per kind: the resourceVersion to watch from; absent before its first list.
@@ -99,8 +172,9 @@ pub struct Cache {
     with_claims: BTreeSet<String>,
     attachments: Map<Attachment>,
     invalid: BTreeMap<(Kind, String), Arc<Invalid>>,
-    /// Node name → the active pods bound to it, by key.
-    pods_on: BTreeMap<String, BTreeMap<String, Arc<Pod>>>,
+    /// Node name → the active pods bound to it, by key, each with the PDBs that select it.
+    pods_on: BTreeMap<String, BTreeMap<String, Bound>>,
+    pdb_selection: PdbSelection,
     /// Node name → the summed requests of the active pods bound to it.
     used_on: Hashed<String, Resources>,
     /// Node name → a fingerprint of the set of active pods bound to it (the wrapping sum of
@@ -316,6 +390,7 @@ impl Cache {
             Object::Pdb(p) => {
                 self.pdbs.insert(key, (meta, p));
                 self.counters.generation += 1;
+                self.reselect_pdbs();
             }
             Object::DaemonSet(p) => {
                 self.daemonsets.insert(key, (meta, p));
@@ -443,6 +518,7 @@ impl Cache {
             }
             Kind::Pdb => {
                 self.pdbs.remove(key);
+                self.reselect_pdbs();
             }
             Kind::DaemonSet => {
                 self.daemonsets.remove(key);
@@ -474,10 +550,14 @@ impl Cache {
                 if !self.nodes.contains_key(n) {
                     self.dangling.insert(n.clone());
                 }
-                self.pods_on
-                    .entry(n.clone())
-                    .or_default()
-                    .insert(key.to_string(), p.clone());
+                let pdbs = self.pdb_selection.of(&self.pdbs, p);
+                self.pods_on.entry(n.clone()).or_default().insert(
+                    key.to_string(),
+                    Bound {
+                        pod: p.clone(),
+                        pdbs,
+                    },
+                );
                 self.used_on.entry(n.clone()).or_default().add(&p.requests);
                 let f = self.pods_fingerprint.entry(n.clone()).or_default();
                 *f = f.wrapping_add(pod_fingerprint(&p.uid, key));
@@ -485,6 +565,14 @@ impl Cache {
             None => {
                 self.pending.insert(key.to_string(), p.clone());
             }
+        }
+    }
+
+    /// The PDBs changed: which select each bound pod, again.
+    fn reselect_pdbs(&mut self) {
+        self.pdb_selection.reset(&self.pdbs);
+        for b in self.pods_on.values_mut().flat_map(|set| set.values_mut()) {
+            b.pdbs = self.pdb_selection.of(&self.pdbs, &b.pod);
         }
     }
 
@@ -626,12 +714,22 @@ impl Cache {
         self.pods_on
             .get(node)
             .into_iter()
-            .flat_map(|set| set.values())
+            .flat_map(|set| set.values().map(|b| &b.pod))
     }
 
-    /// Every active bound pod, grouped by node.
+    /// Every active bound pod, grouped by node (in name order).
     pub fn bound_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
-        self.pods_on.values().flat_map(|set| set.values())
+        self.pods_on
+            .values()
+            .flat_map(|set| set.values().map(|b| &b.pod))
+    }
+
+    /// [`Cache::bound_pods`], each with its node's name and the PDBs that select it: indexes
+    /// into [`Cache::pdbs`] as it iterates now.
+    pub fn bound_pods_with_pdbs(&self) -> impl Iterator<Item = (&str, &Arc<Pod>, &Arc<[usize]>)> {
+        self.pods_on
+            .iter()
+            .flat_map(|(n, set)| set.values().map(move |b| (n.as_str(), &b.pod, &b.pdbs)))
     }
 
     /// Pods bound to `node` that are not DaemonSet pods.
@@ -722,6 +820,10 @@ impl Cache {
         for (m, p) in self.pods.values() {
             fresh.put(m.clone(), Object::Pod(p.clone()));
         }
+        // The PDBs after the pods: their selection of every bound pod is then made afresh.
+        for (m, d) in self.pdbs.values() {
+            fresh.put(m.clone(), Object::Pdb(d.clone()));
+        }
         let check = |what: &str, ok: bool| {
             if ok {
                 Ok(())
@@ -729,15 +831,24 @@ impl Cache {
                 Err(format!("{what} differs from a rebuild"))
             }
         };
-        let keys = |m: &BTreeMap<String, BTreeMap<String, Arc<Pod>>>| {
+        let keys = |m: &BTreeMap<String, BTreeMap<String, Bound>>| {
             m.iter()
                 .map(|(n, s)| (n.clone(), s.keys().cloned().collect::<Vec<_>>()))
+                .collect::<Vec<_>>()
+        };
+        let selected = |m: &BTreeMap<String, BTreeMap<String, Bound>>| {
+            m.values()
+                .flat_map(|s| s.values().map(|b| b.pdbs.to_vec()))
                 .collect::<Vec<_>>()
         };
         check("pods' hashed index", self.pods.consistent())?;
         check("nodes' hashed index", self.nodes.consistent())?;
         check("claims' hashed index", self.claims.consistent())?;
         check("pods_on", keys(&self.pods_on) == keys(&fresh.pods_on))?;
+        check(
+            "PDBs selecting each bound pod",
+            selected(&self.pods_on) == selected(&fresh.pods_on),
+        )?;
         check("used_on", self.used_on == fresh.used_on)?;
         check(
             "pods_fingerprint",

@@ -73,6 +73,10 @@ pub fn validate(proposed: Option<&Proposed>, cmd: &Command, now: f64, delay: f64
 pub(crate) struct Inputs {
     pub nodes: Vec<NodeInfo>,
     pub pods: Vec<Arc<Pod>>,
+    /// Per pod: its node's index in `nodes` (when the node is in the cache).
+    pub pod_nodes: Vec<Option<usize>>,
+    /// Per pod: the PDBs (indexes in `pdbs`) that select it, as the cache keeps them.
+    pub pod_pdbs: Vec<Arc<[usize]>>,
     pub pdbs: Vec<Pdb>,
     pub nodepools: Vec<NodePool>,
     pub daemonsets: Vec<Pod>,
@@ -96,6 +100,10 @@ impl Inputs {
             now: now_unix,
             spot_to_spot: self.spot_to_spot,
             ignore_preferences: self.ignore_preferences,
+            known: Some(capstan_disrupt::Known {
+                node: &self.pod_nodes,
+                pdbs: &self.pod_pdbs,
+            }),
         }
     }
 }
@@ -133,9 +141,34 @@ pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
                 .is_some_and(|p| cx.s.catalog.failed(p).is_some());
         nodes.push(info);
     }
+    // The pods grouped by node in name order, as the nodes are: each pod's node index by
+    // walking the two together.
+    let mut pods = Vec::new();
+    let mut pod_nodes = Vec::new();
+    let mut pod_pdbs = Vec::new();
+    let mut at = 0;
+    let mut last: Option<(&str, Option<usize>)> = None;
+    for (node, pod, pdbs) in cache.bound_pods_with_pdbs() {
+        let index = match last {
+            Some((n, i)) if std::ptr::eq(n, node) => i,
+            _ => {
+                while at < nodes.len() && nodes[at].node.name.as_str() < node {
+                    at += 1;
+                }
+                let i = (at < nodes.len() && nodes[at].node.name == node).then_some(at);
+                last = Some((node, i));
+                i
+            }
+        };
+        pods.push(pod.clone());
+        pod_nodes.push(index);
+        pod_pdbs.push(pdbs.clone());
+    }
     Inputs {
         nodes,
-        pods: cache.bound_pods().cloned().collect(),
+        pods,
+        pod_nodes,
+        pod_pdbs,
         pdbs: cache.pdbs().map(|p| Pdb::clone(p)).collect(),
         nodepools: cache.nodepool_list(),
         daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),

@@ -213,6 +213,20 @@ pub struct Input<'a> {
     /// Karpenter's preference policy `Ignore`: the what-ifs place pods without their
     /// preferred affinities and ScheduleAnyway spreads, as the provisioner then plans them.
     pub ignore_preferences: bool,
+    /// What the caller already knows of each pod; `None`: the engine works it out.
+    pub known: Option<Known<'a>>,
+}
+
+/// What a caller that keeps the cluster between evaluations (the controller's cache) knows
+/// of each pod, parallel to [`Input::pods`]: the engine then need not read every pod's node
+/// name and labels to work it out again.
+#[derive(Clone, Copy, Debug)]
+pub struct Known<'a> {
+    /// Per pod: the index in [`Input::nodes`] of the node it is bound to, if that is there.
+    pub node: &'a [Option<usize>],
+    /// Per pod: the indexes in [`Input::pdbs`] of the PDBs that select it
+    /// ([`Pdb::selects`]).
+    pub pdbs: &'a [Arc<[usize]>],
 }
 
 /// A node to launch before the candidates go.
@@ -325,13 +339,18 @@ struct Engine<'a> {
 
 impl<'a> Engine<'a> {
     fn new(input: Input<'a>) -> Engine<'a> {
-        // Node name → index; pods arrive grouped by node, so the last lookup is tried first.
-        let node_index: std::collections::HashMap<&str, usize, foldhash::fast::FixedState> = input
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.node.name.as_str(), i))
-            .collect();
+        // Node name → index (unless the caller knows each pod's); pods arrive grouped by
+        // node, so the last lookup is tried first.
+        let node_index: std::collections::HashMap<&str, usize, foldhash::fast::FixedState> =
+            match input.known {
+                Some(_) => Default::default(),
+                None => input
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.node.name.as_str(), i))
+                    .collect(),
+            };
         let pool_of = input
             .nodes
             .iter()
@@ -372,23 +391,41 @@ impl<'a> Engine<'a> {
         let mut last_node: Option<(&str, usize)> = None;
         let mut last_sig: Option<(Signature<'_>, usize)> = None;
         let mut values: Vec<Option<&str>> = Vec::with_capacity(keys.len());
+        // Known sets, numbered by their allocation (pods alike share one).
+        let mut known_sets: std::collections::HashMap<
+            *const usize,
+            usize,
+            foldhash::fast::FixedState,
+        > = Default::default();
+        if let Some(k) = input.known {
+            debug_assert_eq!(k.node.len(), input.pods.len());
+            debug_assert_eq!(k.pdbs.len(), input.pods.len());
+        }
         for (i, pod) in input.pods.iter().enumerate() {
-            values.clear();
-            values.extend(keys.iter().map(|k| pod.labels.get(*k).map(String::as_str)));
-            let set = match &mut last_sig {
-                Some(((ns, seen), set)) if *ns == pod.namespace && *seen == values => *set,
-                _ => {
-                    let sig: Signature<'_> = (pod.namespace.as_str(), values.clone());
-                    let set = *memo.entry(sig.clone()).or_insert_with(|| {
-                        pdb_sets.push(
-                            (0..input.pdbs.len())
-                                .filter(|&i| input.pdbs[i].selects(pod))
-                                .collect(),
-                        );
-                        pdb_sets.len() - 1
-                    });
-                    last_sig = Some((sig, set));
-                    set
+            let set = if let Some(k) = input.known {
+                let a = &k.pdbs[i];
+                *known_sets.entry(a.as_ptr()).or_insert_with(|| {
+                    pdb_sets.push(a.to_vec());
+                    pdb_sets.len() - 1
+                })
+            } else {
+                values.clear();
+                values.extend(keys.iter().map(|k| pod.labels.get(*k).map(String::as_str)));
+                match &mut last_sig {
+                    Some(((ns, seen), set)) if *ns == pod.namespace && *seen == values => *set,
+                    _ => {
+                        let sig: Signature<'_> = (pod.namespace.as_str(), values.clone());
+                        let set = *memo.entry(sig.clone()).or_insert_with(|| {
+                            pdb_sets.push(
+                                (0..input.pdbs.len())
+                                    .filter(|&i| input.pdbs[i].selects(pod))
+                                    .collect(),
+                            );
+                            pdb_sets.len() - 1
+                        });
+                        last_sig = Some((sig, set));
+                        set
+                    }
                 }
             };
             pdbs_of.push(set);
@@ -400,15 +437,22 @@ impl<'a> Engine<'a> {
                 expected[d] += 1;
                 healthy[d] += Pdb::healthy(pod) as i64;
             }
-            let Some(n) = &pod.node_name else {
-                continue;
-            };
-            let at = match last_node {
-                Some((name, at)) if name == n.as_str() => Some(at),
-                _ => node_index.get(n.as_str()).copied(),
+            let at = if let Some(k) = input.known {
+                k.node[i]
+            } else {
+                let Some(n) = &pod.node_name else {
+                    continue;
+                };
+                let at = match last_node {
+                    Some((name, at)) if name == n.as_str() => Some(at),
+                    _ => node_index.get(n.as_str()).copied(),
+                };
+                if let Some(at) = at {
+                    last_node = Some((n.as_str(), at));
+                }
+                at
             };
             if let Some(at) = at {
-                last_node = Some((n.as_str(), at));
                 pods_on[at].push(i);
                 used_all[at].add(&pod.requests);
                 if pod.reschedulable() {

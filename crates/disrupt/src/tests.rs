@@ -95,7 +95,7 @@ fn eval_with(
     spot_to_spot: bool,
 ) -> Evaluation {
     let pods: Vec<Arc<Pod>> = pods.iter().cloned().map(Arc::new).collect();
-    evaluate(Input {
+    let input = Input {
         nodes,
         pods: &pods,
         pdbs,
@@ -105,7 +105,101 @@ fn eval_with(
         now: NOW,
         spot_to_spot,
         ignore_preferences: false,
-    })
+        known: None,
+    };
+    let worked_out = evaluate(input);
+    // Every evaluation here is also made with each pod's node and PDBs given, as the
+    // controller's cache gives them: the engine must decide the same.
+    let (node, pdbs) = known(&input);
+    let given = evaluate(Input {
+        known: Some(Known {
+            node: &node,
+            pdbs: &pdbs,
+        }),
+        ..input
+    });
+    assert_eq!(worked_out, given, "the same with what is known given");
+    worked_out
+}
+
+/// Each pod's node index and selecting PDBs, worked out from names and labels.
+fn known(input: &Input<'_>) -> (Vec<Option<usize>>, Vec<Arc<[usize]>>) {
+    let node = input
+        .pods
+        .iter()
+        .map(|p| {
+            let n = p.node_name.as_deref()?;
+            input.nodes.iter().position(|x| x.node.name == n)
+        })
+        .collect();
+    let pdbs = input
+        .pods
+        .iter()
+        .map(|p| {
+            (0..input.pdbs.len())
+                .filter(|&i| input.pdbs[i].selects(p))
+                .collect()
+        })
+        .collect();
+    (node, pdbs)
+}
+
+#[test]
+fn what_the_caller_knows_of_each_pod_decides_as_what_the_engine_works_out() {
+    // A PDB on half a workload that allows no eviction: given wrongly (each pod selected by
+    // nothing), the node it blocks would be consolidated; given rightly, it is not.
+    let t = types();
+    let np = pool(json!({}));
+    let nodes = [
+        node("a", "m7i.xlarge", 1.0, &t),
+        node("b", "m7i.xlarge", 1.0, &t),
+    ];
+    let mut guarded = pod("p1", "a", 200, 256);
+    guarded.labels.insert("tier".into(), "db".into());
+    let pods = [Arc::new(guarded), Arc::new(pod("p2", "b", 200, 256))];
+    let pdb = Pdb {
+        namespace: "default".into(),
+        name: "db".into(),
+        selector: Some(LabelSelector::from_match_labels(
+            &[("tier".to_string(), "db".to_string())]
+                .into_iter()
+                .collect(),
+        )),
+        min_available: Some(IntOrPercent::Int(1)),
+        max_unavailable: None,
+        always_allow_unhealthy: false,
+    };
+    let input = Input {
+        nodes: &nodes,
+        pods: &pods,
+        pdbs: std::slice::from_ref(&pdb),
+        nodepools: std::slice::from_ref(&np),
+        instance_types: &t,
+        daemonsets: &[],
+        now: NOW,
+        spot_to_spot: false,
+        ignore_preferences: false,
+        known: None,
+    };
+    let (node, pdbs) = known(&input);
+    assert_eq!(pdbs[0].as_ref(), &[0][..]);
+    let right = evaluate(Input {
+        known: Some(Known {
+            node: &node,
+            pdbs: &pdbs,
+        }),
+        ..input
+    });
+    assert_eq!(right, evaluate(input));
+    let nothing: Vec<Arc<[usize]>> = vec![Arc::from(Vec::new()); pods.len()];
+    let wrong = evaluate(Input {
+        known: Some(Known {
+            node: &node,
+            pdbs: &nothing,
+        }),
+        ..input
+    });
+    assert_ne!(right, wrong, "what is given is what the engine uses");
 }
 
 /// Gives every type a spot offering in us-east-1a at 30% of its first offering's price.
@@ -1040,6 +1134,7 @@ fn an_interruption_replaces_the_node_whatever_blocks_voluntary_moves() {
             now: NOW,
             spot_to_spot: true,
             ignore_preferences: false,
+            known: None,
         },
         "spot-1",
         Reason::SpotInterruption,
@@ -1085,6 +1180,7 @@ fn an_interruption_evicts_everything_at_once_when_waves_would_miss_the_deadline(
         now: NOW,
         spot_to_spot: true,
         ignore_preferences: false,
+        known: None,
     };
     let c = interruption(input, "spot-1", Reason::SpotInterruption, 120.0).unwrap();
     assert_eq!(
@@ -1113,6 +1209,7 @@ fn rebalance_recommendations_replace_spot_nodes_only_where_the_nodepool_opts_in(
                 now: NOW,
                 spot_to_spot: true,
                 ignore_preferences: false,
+                known: None,
             },
             "s",
         )
@@ -1541,6 +1638,7 @@ fn the_preference_policy_ignore_lets_a_pod_that_prefers_its_dear_type_move() {
             now: NOW,
             spot_to_spot: false,
             ignore_preferences: ignore,
+            known: None,
         });
         assert_eq!(r.commands.len(), want, "ignore {ignore}: {r:#?}");
         if let Some(c) = r.commands.first() {

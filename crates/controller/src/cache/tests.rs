@@ -250,8 +250,16 @@ enum Step {
         daemon: bool,
         anti: bool,
         cpu: i64,
+        app: Option<u8>,
     },
     DeletePod(u8),
+    /// A PDB selecting `app=a{app}`, or (with `tier`) also `tier=web`.
+    Pdb {
+        name: u8,
+        app: u8,
+        tier: bool,
+    },
+    DeletePdb(u8),
     Node {
         name: u8,
         deleting: bool,
@@ -268,9 +276,11 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        4 => (0u8..12, proptest::option::of(0u8..4), any::<bool>(), any::<bool>(), any::<bool>(), 0i64..2000)
-            .prop_map(|(name, node, done, daemon, anti, cpu)| Step::Pod { name, node, done, daemon, anti, cpu }),
+        4 => (0u8..12, proptest::option::of(0u8..4), any::<bool>(), any::<bool>(), any::<bool>(), 0i64..2000, proptest::option::of(0u8..3))
+            .prop_map(|(name, node, done, daemon, anti, cpu, app)| Step::Pod { name, node, done, daemon, anti, cpu, app }),
         1 => (0u8..12).prop_map(Step::DeletePod),
+        1 => (0u8..3, 0u8..3, any::<bool>()).prop_map(|(name, app, tier)| Step::Pdb { name, app, tier }),
+        1 => (0u8..3).prop_map(Step::DeletePdb),
         2 => (0u8..4, any::<bool>()).prop_map(|(name, deleting)| Step::Node { name, deleting }),
         1 => (0u8..4).prop_map(Step::DeleteNode),
         1 => (0u8..4, proptest::option::of(0u8..4), any::<bool>())
@@ -290,7 +300,7 @@ proptest! {
         for (rv, s) in steps.into_iter().enumerate() {
             let rv = rv as u64 + 1;
             match s {
-                Step::Pod { name, node, done, daemon, anti, cpu } => {
+                Step::Pod { name, node, done, daemon, anti, cpu, app } => {
                     let mut p = Pod::clone(&pod(&format!("p{name}"), node.map(|n| format!("n{n}")).as_deref()));
                     if done {
                         p.phase = PodPhase::Succeeded;
@@ -307,9 +317,31 @@ proptest! {
                     }
                     p.requests.cpu = cpu;
                     p.requests.pods = 1;
+                    if let Some(a) = app {
+                        p.labels.insert("app".into(), format!("a{a}"));
+                        if name % 2 == 0 {
+                            p.labels.insert("tier".into(), "web".into());
+                        }
+                    }
                     c.apply(applied(rv, Object::Pod(Arc::new(p))));
                 }
                 Step::DeletePod(n) => c.apply(Change::Deleted(Kind::Pod, format!("default/p{n}"))),
+                Step::Pdb { name, app, tier } => {
+                    let mut labels = std::collections::BTreeMap::from([("app".to_string(), format!("a{app}"))]);
+                    if tier {
+                        labels.insert("tier".into(), "web".into());
+                    }
+                    let pdb = capstan_model::pdb::Pdb {
+                        namespace: "default".into(),
+                        name: format!("b{name}"),
+                        selector: Some(capstan_model::selector::LabelSelector::from_match_labels(&labels)),
+                        min_available: None,
+                        max_unavailable: None,
+                        always_allow_unhealthy: false,
+                    };
+                    c.apply(applied(rv, Object::Pdb(Arc::new(pdb))));
+                }
+                Step::DeletePdb(n) => c.apply(Change::Deleted(Kind::Pdb, format!("default/b{n}"))),
                 Step::Node { name, deleting } => {
                     let Object::Node(n) = node(&format!("n{name}")) else { unreachable!() };
                     let n = capstan_model::Node { deleting, ..capstan_model::Node::clone(&n) };
