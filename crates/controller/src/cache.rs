@@ -81,11 +81,35 @@ impl<T> Keyed<T> {
 }
 
 /// A bound pod, with the PDBs that select it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Bound {
     pod: Arc<Pod>,
     /// Indexes, in [`Cache::pdbs`] order, of the PDBs that select the pod.
     pdbs: Arc<[usize]>,
+}
+
+/// The active pods bound to one node, as the cache keeps them up to date.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodePods {
+    /// By key, each with the PDBs that select it.
+    pods: BTreeMap<String, Bound>,
+    /// Their summed requests.
+    used: Resources,
+    /// The wrapping sum of [`pod_fingerprint`] over them: a loop that wants to know whether a
+    /// node's pods changed compares it instead of going over them.
+    fingerprint: u64,
+}
+
+impl NodePods {
+    /// The pods, in key order.
+    pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> + Clone {
+        self.pods.values().map(|b| &b.pod)
+    }
+
+    /// Their summed requests.
+    pub fn used(&self) -> &Resources {
+        &self.used
+    }
 }
 
 /// Which PDBs select a pod, by the only things a selector reads: the pod's namespace and its
@@ -172,15 +196,9 @@ pub struct Cache {
     with_claims: BTreeSet<String>,
     attachments: Map<Attachment>,
     invalid: BTreeMap<(Kind, String), Arc<Invalid>>,
-    /// Node name → the active pods bound to it, by key, each with the PDBs that select it.
-    pods_on: BTreeMap<String, BTreeMap<String, Bound>>,
+    /// Node name → the active pods bound to it, their summed requests and fingerprint.
+    pods_on: BTreeMap<String, NodePods>,
     pdb_selection: PdbSelection,
-    /// Node name → the summed requests of the active pods bound to it.
-    used_on: Hashed<String, Resources>,
-    /// Node name → a fingerprint of the set of active pods bound to it (the wrapping sum of
-    /// [`pod_fingerprint`] over them), kept as pods come and go: a loop that wants to know
-    /// whether a node's pods changed compares it instead of going over them.
-    pods_fingerprint: BTreeMap<String, u64>,
     /// Nodes that active pods are bound to but that are not in the cache.
     dangling: BTreeSet<String>,
     /// Pods with required pod anti-affinity.
@@ -551,16 +569,16 @@ impl Cache {
                     self.dangling.insert(n.clone());
                 }
                 let pdbs = self.pdb_selection.of(&self.pdbs, p);
-                self.pods_on.entry(n.clone()).or_default().insert(
+                let on = self.pods_on.entry(n.clone()).or_default();
+                on.pods.insert(
                     key.to_string(),
                     Bound {
                         pod: p.clone(),
                         pdbs,
                     },
                 );
-                self.used_on.entry(n.clone()).or_default().add(&p.requests);
-                let f = self.pods_fingerprint.entry(n.clone()).or_default();
-                *f = f.wrapping_add(pod_fingerprint(&p.uid, key));
+                on.used.add(&p.requests);
+                on.fingerprint = on.fingerprint.wrapping_add(pod_fingerprint(&p.uid, key));
             }
             None => {
                 self.pending.insert(key.to_string(), p.clone());
@@ -571,7 +589,11 @@ impl Cache {
     /// The PDBs changed: which select each bound pod, again.
     fn reselect_pdbs(&mut self) {
         self.pdb_selection.reset(&self.pdbs);
-        for b in self.pods_on.values_mut().flat_map(|set| set.values_mut()) {
+        for b in self
+            .pods_on
+            .values_mut()
+            .flat_map(|on| on.pods.values_mut())
+        {
             b.pdbs = self.pdb_selection.of(&self.pdbs, &b.pod);
         }
     }
@@ -580,19 +602,14 @@ impl Cache {
         if let Some(old) = self.pods.get(key) {
             if let Some(n) = &old.node_name {
                 self.counters.freed += 1;
-                if let Some(set) = self.pods_on.get_mut(n) {
-                    if set.remove(key).is_some() {
-                        if let Some(u) = self.used_on.get_mut(n) {
-                            u.sub(&old.requests);
-                        }
-                        if let Some(f) = self.pods_fingerprint.get_mut(n) {
-                            *f = f.wrapping_sub(pod_fingerprint(&old.uid, key));
-                        }
+                if let Some(on) = self.pods_on.get_mut(n) {
+                    if on.pods.remove(key).is_some() {
+                        on.used.sub(&old.requests);
+                        on.fingerprint =
+                            on.fingerprint.wrapping_sub(pod_fingerprint(&old.uid, key));
                     }
-                    if set.is_empty() {
+                    if on.pods.is_empty() {
                         self.pods_on.remove(n);
-                        self.used_on.remove(n);
-                        self.pods_fingerprint.remove(n);
                         self.dangling.remove(n);
                     }
                 }
@@ -711,17 +728,22 @@ impl Cache {
 
     /// Active pods bound to `node` (DaemonSet pods included), in key order.
     pub fn pods_on(&self, node: &str) -> impl Iterator<Item = &Arc<Pod>> {
-        self.pods_on
-            .get(node)
-            .into_iter()
-            .flat_map(|set| set.values().map(|b| &b.pod))
+        self.pods_on.get(node).into_iter().flat_map(|on| on.pods())
+    }
+
+    /// Every node in name order, with its active pods (`None`: it has none), read side by
+    /// side rather than looked up one node at a time.
+    pub fn nodes_with_pods(&self) -> impl Iterator<Item = (&Arc<Node>, Option<&NodePods>)> {
+        let mut on = self.pods_on.iter().peekable();
+        self.nodes().map(move |n| {
+            while on.next_if(|(k, _)| k.as_str() < n.name.as_str()).is_some() {}
+            (n, on.next_if(|(k, _)| **k == n.name).map(|(_, p)| p))
+        })
     }
 
     /// Every active bound pod, grouped by node (in name order).
     pub fn bound_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
-        self.pods_on
-            .values()
-            .flat_map(|set| set.values().map(|b| &b.pod))
+        self.pods_on.values().flat_map(|on| on.pods())
     }
 
     /// [`Cache::bound_pods`], each with its node's name and the PDBs that select it: indexes
@@ -729,7 +751,7 @@ impl Cache {
     pub fn bound_pods_with_pdbs(&self) -> impl Iterator<Item = (&str, &Arc<Pod>, &Arc<[usize]>)> {
         self.pods_on
             .iter()
-            .flat_map(|(n, set)| set.values().map(move |b| (n.as_str(), &b.pod, &b.pdbs)))
+            .flat_map(|(n, on)| on.pods.values().map(move |b| (n.as_str(), &b.pod, &b.pdbs)))
     }
 
     /// Pods bound to `node` that are not DaemonSet pods.
@@ -743,12 +765,12 @@ impl Cache {
     /// A fingerprint of which active pods (by uid and key) are bound to `node`: it changes
     /// when one comes or goes, not when one is updated in place. 0 for none.
     pub fn pods_fingerprint(&self, node: &str) -> u64 {
-        self.pods_fingerprint.get(node).copied().unwrap_or(0)
+        self.pods_on.get(node).map_or(0, |on| on.fingerprint)
     }
 
     /// The summed requests of the active pods bound to `node`.
     pub fn used_on(&self, node: &str) -> Option<&Resources> {
-        self.used_on.get(node)
+        self.pods_on.get(node).map(|on| &on.used)
     }
 
     pub fn dangling(&self) -> &BTreeSet<String> {
@@ -831,14 +853,24 @@ impl Cache {
                 Err(format!("{what} differs from a rebuild"))
             }
         };
-        let keys = |m: &BTreeMap<String, BTreeMap<String, Bound>>| {
+        let keys = |m: &BTreeMap<String, NodePods>| {
             m.iter()
-                .map(|(n, s)| (n.clone(), s.keys().cloned().collect::<Vec<_>>()))
+                .map(|(n, on)| (n.clone(), on.pods.keys().cloned().collect::<Vec<_>>()))
                 .collect::<Vec<_>>()
         };
-        let selected = |m: &BTreeMap<String, BTreeMap<String, Bound>>| {
+        let selected = |m: &BTreeMap<String, NodePods>| {
             m.values()
-                .flat_map(|s| s.values().map(|b| b.pdbs.to_vec()))
+                .flat_map(|on| on.pods.values().map(|b| b.pdbs.to_vec()))
+                .collect::<Vec<_>>()
+        };
+        let used = |m: &BTreeMap<String, NodePods>| {
+            m.iter()
+                .map(|(n, on)| (n.clone(), on.used.clone()))
+                .collect::<Vec<_>>()
+        };
+        let fingerprints = |m: &BTreeMap<String, NodePods>| {
+            m.iter()
+                .map(|(n, on)| (n.clone(), on.fingerprint))
                 .collect::<Vec<_>>()
         };
         check("pods' hashed index", self.pods.consistent())?;
@@ -849,10 +881,15 @@ impl Cache {
             "PDBs selecting each bound pod",
             selected(&self.pods_on) == selected(&fresh.pods_on),
         )?;
-        check("used_on", self.used_on == fresh.used_on)?;
+        check("used_on", used(&self.pods_on) == used(&fresh.pods_on))?;
         check(
             "pods_fingerprint",
-            self.pods_fingerprint == fresh.pods_fingerprint,
+            fingerprints(&self.pods_on) == fingerprints(&fresh.pods_on),
+        )?;
+        check(
+            "nodes_with_pods",
+            self.nodes_with_pods()
+                .all(|(n, on)| on.map(|o| &o.pods) == self.pods_on.get(&n.name).map(|o| &o.pods)),
         )?;
         check("dangling", self.dangling == fresh.dangling)?;
         check(

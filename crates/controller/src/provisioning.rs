@@ -629,16 +629,17 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
         .iter()
         .filter_map(|k| cache.pod(k)?.node_name.as_deref())
         .collect();
-    for n in cache.nodes() {
+    for (n, on) in cache.nodes_with_pods() {
         let pool = n.labels.get(labels::NODEPOOL).map(String::as_str);
         // A node still coming up takes pods as it will be once initialized, as in Karpenter,
         // after the initialized ones.
-        let used = cache.used_on(&n.name).unwrap_or(&none);
+        let used = on.map_or(&none, |on| on.used());
         // A deleting node takes no pods; the pods moving off it are planned, not counted here.
         let claim = cache.claim_of_node(n).map(|c| &**c);
         let some_move = moving_from.contains(n.name.as_str());
-        let pods = cache
-            .pods_on(&n.name)
+        let pods = on
+            .into_iter()
+            .flat_map(|on| on.pods())
             .filter(|p| !some_move || !moving.contains(&p.key()));
         if claim.is_some_and(|c| c.deleting()) && !n.deleting {
             let going = Arc::new(Node {

@@ -128,15 +128,14 @@ impl Sim {
     fn snapshot(&self, pending: &[Arc<Pod>], changed: &Changes) -> Snapshot {
         let mut b = SnapshotBuilder::new(pending, self.view.repelling() > 0);
         let none = Resources::new();
-        for node in self.view.nodes() {
+        for (node, on) in self.view.nodes_with_pods() {
             if !node.ready {
                 continue;
             }
+            let on_node = || on.into_iter().flat_map(|on| on.pods());
             match changed.get(&node.name) {
                 Some(c) => {
-                    let pods: Vec<&Arc<Pod>> = self
-                        .view
-                        .pods_on(&node.name)
+                    let pods: Vec<&Arc<Pod>> = on_node()
                         .filter(|p| !c.gone.contains(&p.uid))
                         .chain(c.added.iter())
                         .collect();
@@ -147,8 +146,8 @@ impl Sim {
                     b.node(node, None, pods, &used);
                 }
                 None => {
-                    let used = self.view.used_on(&node.name).unwrap_or(&none);
-                    b.node(node, None, self.view.pods_on(&node.name), used);
+                    let used = on.map_or(&none, |on| on.used());
+                    b.node(node, None, on_node(), used);
                 }
             }
         }
