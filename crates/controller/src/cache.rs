@@ -669,6 +669,11 @@ impl Cache {
         self.nodes.len()
     }
 
+    /// How many pods there are (bound or not).
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
     /// Nodes in name order.
     pub fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
         self.nodes.values().map(|(_, n)| n)

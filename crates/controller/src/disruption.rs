@@ -115,7 +115,7 @@ pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
     types: &[InstanceType],
 ) -> Inputs {
     let cache = cx.cache();
-    let mut nodes = Vec::new();
+    let mut nodes = Vec::with_capacity(cache.node_count());
     for n in cache.nodes() {
         let claim = cache.claim_of_node(n);
         let mut info = NodeInfo::from_node(n.clone(), types);
@@ -143,9 +143,10 @@ pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
     }
     // The pods grouped by node in name order, as the nodes are: each pod's node index by
     // walking the two together.
-    let mut pods = Vec::new();
-    let mut pod_nodes = Vec::new();
-    let mut pod_pdbs = Vec::new();
+    let most = cache.pod_count();
+    let mut pods = Vec::with_capacity(most);
+    let mut pod_nodes = Vec::with_capacity(most);
+    let mut pod_pdbs = Vec::with_capacity(most);
     let mut at = 0;
     let mut last: Option<(&str, Option<usize>)> = None;
     for (node, pod, pdbs) in cache.bound_pods_with_pdbs() {
