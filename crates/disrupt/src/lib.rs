@@ -532,10 +532,12 @@ impl<'a> Engine<'a> {
             movable_on,
             moving,
             pool_hash: input.nodepools.iter().map(template_hash).collect(),
-            free_total: free.iter().fold(capstan_model::Resources::new(), |mut t, r| {
-                t.add(r);
-                t
-            }),
+            free_total: free
+                .iter()
+                .fold(capstan_model::Resources::new(), |mut t, r| {
+                    t.add(r);
+                    t
+                }),
             free,
             load,
             used: used_all,
