@@ -23,6 +23,7 @@ fn disruption(c: &mut Criterion) {
                 now: 1_796_030_100.0,
                 spot_to_spot: false,
                 ignore_preferences: false,
+                known: None,
             })
         })
     });

@@ -730,12 +730,12 @@ mod tests {
         put(&mut cache, claim("c1", "n1", Some(100.0)));
         let mut g = LaunchedFor::default();
         g.launched(&key, "p1", "c1");
-        g.review(&cache, &listed(&cache, &key), 110.0);
+        g.review(&cache, listed(&cache, &key), 110.0);
         assert!(
             g.judge(&cache, &on("n1"), 110.0).is_empty(),
             "within the grace"
         );
-        g.review(&cache, &listed(&cache, &key), 131.0);
+        g.review(&cache, listed(&cache, &key), 131.0);
         let notes = g.judge(&cache, &on("n1"), 131.0);
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(
@@ -747,10 +747,10 @@ mod tests {
         put(&mut cache, node("n2"));
         put(&mut cache, claim("c2", "n2", None));
         g.launched(&key, "p1", "c2");
-        g.review(&cache, &listed(&cache, &key), 140.0);
+        g.review(&cache, listed(&cache, &key), 140.0);
         assert!(g.judge(&cache, &on("n1"), 140.0).is_empty());
         put(&mut cache, claim("c2", "n2", Some(150.0)));
-        g.review(&cache, &listed(&cache, &key), 181.0);
+        g.review(&cache, listed(&cache, &key), 181.0);
         // Sent elsewhere by the plan (its room taken, say): no strike.
         let mut sent_elsewhere = g.clone();
         assert!(sent_elsewhere.judge(&cache, &on("n1"), 181.0).is_empty());
@@ -759,19 +759,19 @@ mod tests {
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[1].1.contains("no further node"), "{notes:?}");
         assert!(g.holds(&key));
-        g.review(&cache, &listed(&cache, &key), 300.0);
+        g.review(&cache, listed(&cache, &key), 300.0);
         assert!(g.holds(&key), "held");
         // The pod is recreated (a new uid): the hold ends.
         put(&mut cache, pod("p2"));
-        g.review(&cache, &listed(&cache, &key), 310.0);
+        g.review(&cache, listed(&cache, &key), 310.0);
         assert!(!g.holds(&key));
         // And a hold ends after HOLD.
         let mut h = LaunchedFor::default();
         h.held
             .insert(key.clone(), ("p2".into(), pools_fingerprint(&cache), 0.0));
-        h.review(&cache, &listed(&cache, &key), HOLD - 1.0);
+        h.review(&cache, listed(&cache, &key), HOLD - 1.0);
         assert!(h.holds(&key));
-        h.review(&cache, &listed(&cache, &key), HOLD);
+        h.review(&cache, listed(&cache, &key), HOLD);
         assert!(!h.holds(&key));
     }
 
