@@ -393,7 +393,7 @@ pub fn plan_json(p: &PlanInput, r: &PackResult, solve_ms: f64) -> Value {
         .plan
         .unschedulable
         .iter()
-        .map(|u| json!({"pod": key(u.pod), "reason": u.reason}))
+        .map(|u| json!({"pod": key(u.pod), "reason": &*u.reason}))
         .collect();
     let mut v = json!({
         "strategy": r.strategy.name(),

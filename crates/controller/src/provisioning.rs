@@ -11,7 +11,7 @@ use crate::{Action, Config, Planner};
 use capstan_cloud::CloudProvider;
 use capstan_model::{InstanceType, Node, Pod, labels};
 use capstan_sched::{InFlight, Snapshot, SnapshotBuilder, SolveInput};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// The batch window.
@@ -110,11 +110,21 @@ impl LaunchedFor {
             .retain(|pod, (uid, n)| live(pod, uid) && (*n < STRIKES || held.contains_key(pod)));
         self.suspects.retain(|pod, (_, _, uid)| live(pod, uid));
         let mut suspects = Vec::new();
+        // Many pods wait for each claim: each claim is looked up once.
+        let mut claims: HashMap<
+            String,
+            Option<&Arc<capstan_model::NodeClaim>>,
+            foldhash::fast::FixedState,
+        > = HashMap::default();
         self.claims.retain(|pod, (claim, uid)| {
             if !live(pod, uid) {
                 return false;
             }
-            let Some(c) = cache.claim(claim).filter(|c| !c.deleting()) else {
+            let found = match claims.get(claim.as_str()) {
+                Some(&c) => c,
+                None => *claims.entry(claim.clone()).or_insert(cache.claim(claim)),
+            };
+            let Some(c) = found.filter(|c| !c.deleting()) else {
                 return false;
             };
             let Some(up) = c.status.initialized_at else {
@@ -178,9 +188,20 @@ impl LaunchedFor {
         notes
     }
 
+    #[cfg(test)]
     fn holds(&self, pod: &str) -> bool {
         self.held.contains_key(pod)
     }
+}
+
+/// Whether `key` is among `keys` (ascending), first passing over those that sort before it:
+/// asked of each key of another ascending sequence, it walks both once.
+fn walk_to<'k>(
+    keys: &mut std::iter::Peekable<impl Iterator<Item = &'k String>>,
+    key: &str,
+) -> bool {
+    while keys.next_if(|k| k.as_str() < key).is_some() {}
+    keys.peek().is_some_and(|k| k.as_str() == key)
 }
 
 /// Changes whenever a NodePool does.
@@ -344,34 +365,41 @@ impl Provisioner {
         let provisionable = |pod: &str| provisionable_pod(cache, config, pod);
         let moving = moving(cache, cx.config, now);
         let planned = |pod: &String| provisionable(pod).is_some() || moving.contains(pod);
-        cx.s.nominations
-            .retain(|pod, claim| live(claim) && planned(pod));
+        // Many pods are nominated to each claim: each claim is looked up once.
+        let mut claim_live: HashMap<String, bool, foldhash::fast::FixedState> = HashMap::default();
+        cx.s.nominations.retain(|pod, claim| {
+            let live = match claim_live.get(claim.as_str()) {
+                Some(&l) => l,
+                None => *claim_live.entry(claim.clone()).or_insert(live(claim)),
+            };
+            live && planned(pod)
+        });
         cx.s.unservable.retain(|pod| planned(pod));
         self.launched.review(cache, provisionable, now);
         // Pending pods first, then those of deleting nodes (Karpenter's order: if pods are
         // moving already, it undershoots rather than plans a pod twice).
-        let mut pending_keys: Vec<String> = provisionable_pods(cache, config)
-            .map(|(k, _)| k)
-            .filter(|k| !cx.s.nominations.contains_key(*k) && !self.launched.holds(k))
-            .cloned()
-            .chain(
-                moving
-                    .iter()
-                    .filter(|k| !cx.s.nominations.contains_key(*k))
-                    .cloned(),
-            )
-            .collect();
+        // The pending pods, the nominations and the held pods are all in key order: one walk
+        // of the three.
+        let mut pending_keys: Vec<String> = Vec::new();
         // A pod whose claims kube-scheduler cannot bind yet gets no node, and a reason.
         let mut waiting = Vec::new();
-        pending_keys.retain(
-            |k| match cx.s.cache.pod(k).and_then(|p| p.volume_error.clone()) {
-                Some(e) => {
-                    waiting.push((k.clone(), e));
-                    false
-                }
-                None => true,
-            },
-        );
+        let mut nominated = cx.s.nominations.keys().peekable();
+        let mut held = self.launched.held.keys().peekable();
+        for (k, p) in provisionable_pods(cache, config) {
+            if walk_to(&mut nominated, k) || walk_to(&mut held, k) {
+                continue;
+            }
+            match &p.volume_error {
+                Some(e) => waiting.push((k.clone(), e.clone())),
+                None => pending_keys.push(k.clone()),
+            }
+        }
+        for k in moving.iter().filter(|k| !cx.s.nominations.contains_key(*k)) {
+            match cache.pod(k).and_then(|p| p.volume_error.clone()) {
+                Some(e) => waiting.push((k.clone(), e)),
+                None => pending_keys.push(k.clone()),
+            }
+        }
         for (pod, why) in waiting {
             let note = format!("capstan launches no node for it: {why}");
             cx.warn_once((Kind::Pod, pod), "WaitingForVolume", note)
@@ -501,7 +529,7 @@ impl Provisioner {
         for u in &plan.unschedulable {
             let pod = pending[u.pod].key();
             cx.s.unservable.insert(pod.clone());
-            cx.warn_once((Kind::Pod, pod), "FailedScheduling", u.reason.clone())
+            cx.warn_once((Kind::Pod, pod), "FailedScheduling", u.reason.to_string())
                 .await;
         }
         let for_moving = plan
@@ -605,8 +633,8 @@ fn expendable(cache: &Cache, config: &Config) -> Vec<(String, i32)> {
         .pending()
         .iter()
         .filter(|(_, p)| {
-            p.is_provisionable(&config.scheduler_names)
-                && p.priority < config.expendable_priority_cutoff
+            p.priority < config.expendable_priority_cutoff
+                && p.is_provisionable(&config.scheduler_names)
         })
         .map(|(k, p)| (k.clone(), p.priority))
         .collect()

@@ -187,12 +187,101 @@ pub struct Pod {
     /// Why its volumes keep kube-scheduler from placing it (a claim missing, unbound, …):
     /// nothing is launched for it meanwhile.
     pub volume_error: Option<String>,
+    /// [`Pod::template_hash`], worked out once per pod value.
+    pub template_hash: TemplateHash,
+}
+
+/// A [`Pod::template_hash`] kept with the pod once worked out. A clone starts without it
+/// (a clone is made to be changed); it never takes part in a comparison.
+#[derive(Default)]
+pub struct TemplateHash(std::sync::OnceLock<u64>);
+
+impl Clone for TemplateHash {
+    fn clone(&self) -> TemplateHash {
+        TemplateHash::default()
+    }
+}
+
+impl PartialEq for TemplateHash {
+    fn eq(&self, _: &TemplateHash) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for TemplateHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TemplateHash")
+    }
 }
 
 /// kube-scheduler's name, the `spec.schedulerName` of a pod that names none.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 impl Pod {
+    /// A hash of everything [`Pod::same_but_name`] compares (std's hasher with its fixed
+    /// keys: the same in every run), worked out on first use and kept with this pod value.
+    pub fn template_hash(&self) -> u64 {
+        *self.template_hash.0.get_or_init(|| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            self.namespace.hash(&mut h);
+            self.requests.hash(&mut h);
+            self.labels.hash(&mut h);
+            self.node_selector.hash(&mut h);
+            self.volume_requirements.hash(&mut h);
+            self.required_terms.hash(&mut h);
+            self.preferred_terms.hash(&mut h);
+            self.tolerations.hash(&mut h);
+            self.spread.hash(&mut h);
+            self.affinity.hash(&mut h);
+            self.anti_affinity.hash(&mut h);
+            self.preferred_affinity.hash(&mut h);
+            self.preferred_anti_affinity.hash(&mut h);
+            self.host_ports.hash(&mut h);
+            self.priority.hash(&mut h);
+            self.annotations.hash(&mut h);
+            self.owner_kind.hash(&mut h);
+            self.owner_name.hash(&mut h);
+            h.finish()
+        })
+    }
+
+    /// Whether two pods are the same but for their name and uid (and their binding and
+    /// status): a scheduler decides the same for both. Pods made from one template compare by
+    /// their kept [`Pod::template_hash`]es, not field by field.
+    pub fn same_but_name(&self, other: &Pod) -> bool {
+        let same =
+            self.template_hash() == other.template_hash() || self.fields_same_but_name(other);
+        debug_assert_eq!(
+            same,
+            self.fields_same_but_name(other),
+            "a template hash collided"
+        );
+        same
+    }
+
+    fn fields_same_but_name(&self, b: &Pod) -> bool {
+        let a = self;
+        a.namespace == b.namespace
+            && a.requests == b.requests
+            && a.labels == b.labels
+            && a.node_selector == b.node_selector
+            && a.volume_requirements == b.volume_requirements
+            && a.required_terms == b.required_terms
+            && a.preferred_terms == b.preferred_terms
+            && a.tolerations == b.tolerations
+            && a.spread == b.spread
+            && a.affinity == b.affinity
+            && a.anti_affinity == b.anti_affinity
+            && a.preferred_affinity == b.preferred_affinity
+            && a.preferred_anti_affinity == b.preferred_anti_affinity
+            && a.host_ports == b.host_ports
+            && a.priority == b.priority
+            && a.annotations == b.annotations
+            && a.owner_kind == b.owner_kind
+            && a.owner_name == b.owner_name
+    }
+
     /// The pod as Karpenter's `--preference-policy Ignore` plans it: without preferred node
     /// affinity, preferred pod (anti-)affinity or `ScheduleAnyway` topology spread.
     pub fn without_preferences(&self) -> Pod {
@@ -402,6 +491,72 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn pods_of_one_template_are_the_same_but_for_their_name_and_a_changed_copy_is_not() {
+        let mut template = Pod {
+            namespace: "default".into(),
+            name: "web-000001".into(),
+            uid: "u1".into(),
+            owner_kind: Some("ReplicaSet".into()),
+            owner_name: Some("web".into()),
+            ..Default::default()
+        };
+        template.labels.insert("app".into(), "web".into());
+        template.requests.cpu = 500;
+        template.requests.pods = 1;
+        let copy = |change: &dyn Fn(&mut Pod)| {
+            let mut p = template.clone();
+            p.name = "web-000002".into();
+            p.uid = "u2".into();
+            change(&mut p);
+            p
+        };
+        // Worked out before the copies are made: a copy must not keep the original's hash.
+        template.template_hash();
+        // (case, the copy, the same)
+        let cases: [(&str, Pod, bool); 8] = [
+            ("another name and uid", copy(&|_| {}), true),
+            (
+                "bound elsewhere, running",
+                copy(&|p| {
+                    p.node_name = Some("n".into());
+                    p.phase = PodPhase::Running;
+                }),
+                true,
+            ),
+            (
+                "a label",
+                copy(&|p| {
+                    p.labels.insert("tier".into(), "1".into());
+                }),
+                false,
+            ),
+            ("its requests", copy(&|p| p.requests.cpu = 600), false),
+            ("its priority", copy(&|p| p.priority = 1), false),
+            (
+                "an annotation",
+                copy(&|p| {
+                    p.annotations.insert("a".into(), "b".into());
+                }),
+                false,
+            ),
+            (
+                "its owner",
+                copy(&|p| p.owner_name = Some("api".into())),
+                false,
+            ),
+            (
+                "another namespace",
+                copy(&|p| p.namespace = "prod".into()),
+                false,
+            ),
+        ];
+        for (case, p, same) in cases {
+            assert_eq!(template.same_but_name(&p), same, "{case}");
+            assert_eq!(p.same_but_name(&template), same, "{case}, the other way");
+        }
+    }
 
     #[test]
     fn do_not_disrupt_blocks_for_true_for_its_duration_from_the_start_and_for_garbage() {

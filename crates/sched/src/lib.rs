@@ -189,7 +189,8 @@ pub struct NewClaim {
 pub struct Unschedulable {
     /// Index into `pending`.
     pub pod: usize,
-    pub reason: String,
+    /// Shared: the pods that fail alike share one reason.
+    pub reason: std::sync::Arc<str>,
 }
 
 /// The decision. Every pending pod appears exactly once: in `existing`, in a `new_claims`

@@ -682,7 +682,7 @@ impl<'a> Solver<'a> {
         for &i in queue {
             let pod = &pending[i];
             if let Some(j) = last_failed {
-                if same_but_name(&pending[j], pod) {
+                if pending[j].same_but_name(pod) {
                     let reason = self
                         .unschedulable
                         .last()
@@ -709,9 +709,10 @@ impl<'a> Solver<'a> {
                 }
                 if !self.relax(pod, i, &mut relaxed) {
                     let reason = if self.options.skip_diagnosis {
-                        "no node or NodePool fits".to_string()
+                        "no node or NodePool fits".into()
                     } else {
                         self.diagnose(i, &reqs, &topo, relaxed.tolerate_prefer)
+                            .into()
                     };
                     self.unschedulable.push(Unschedulable { pod: i, reason });
                     break;
@@ -1458,27 +1459,4 @@ fn collect_pool_values(
             }
         }
     }
-}
-
-/// Whether two pending pods are the same but for their name and uid (and any binding, which
-/// the solver does not read of a pending pod).
-fn same_but_name(a: &Pod, b: &Pod) -> bool {
-    a.namespace == b.namespace
-        && a.requests == b.requests
-        && a.labels == b.labels
-        && a.node_selector == b.node_selector
-        && a.volume_requirements == b.volume_requirements
-        && a.required_terms == b.required_terms
-        && a.preferred_terms == b.preferred_terms
-        && a.tolerations == b.tolerations
-        && a.spread == b.spread
-        && a.affinity == b.affinity
-        && a.anti_affinity == b.anti_affinity
-        && a.preferred_affinity == b.preferred_affinity
-        && a.preferred_anti_affinity == b.preferred_anti_affinity
-        && a.host_ports == b.host_ports
-        && a.priority == b.priority
-        && a.annotations == b.annotations
-        && a.owner_kind == b.owner_kind
-        && a.owner_name == b.owner_name
 }

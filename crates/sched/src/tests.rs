@@ -189,7 +189,7 @@ fn reason(plan: &Plan, pod: usize) -> String {
     plan.unschedulable
         .iter()
         .find(|u| u.pod == pod)
-        .map(|u| u.reason.clone())
+        .map(|u| u.reason.to_string())
         .unwrap_or_else(|| panic!("pod {pod} was expected to be unschedulable: {plan:#?}"))
 }
 

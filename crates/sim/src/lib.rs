@@ -287,9 +287,12 @@ struct Sim {
     events: Vec<TimelineEvent>,
     cost: f64,
     bound_cost: f64,
-    /// Pods the scheduler tried and could not place, until capacity changes (a set for
-    /// lookups only).
-    unschedulable: std::collections::HashSet<String, foldhash::fast::FixedState>,
+    /// Pods the scheduler tried and could not place, until capacity changes: pod key → the
+    /// capacity epoch it failed in (hashed, for lookups only). A pod is skipped while its
+    /// epoch is the current one; a capacity change starts a new epoch, so nothing is skipped
+    /// and nothing need be cleared (every minute the map is emptied all the same).
+    unschedulable: std::collections::HashMap<String, u64, foldhash::fast::FixedState>,
+    capacity_epoch: u64,
     capacity_seen: (u64, u64),
     last_flush: f64,
     /// (when, $ per millicore-hour, $ per byte-hour) for the cost lower bound.
@@ -399,6 +402,7 @@ impl Sim {
             cost: 0.0,
             bound_cost: 0.0,
             unschedulable: Default::default(),
+            capacity_epoch: 0,
             capacity_seen: (0, 0),
             last_flush: 0.0,
             offered: None,

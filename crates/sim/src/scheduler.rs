@@ -49,15 +49,19 @@ impl Sim {
         let counters = self.view.counters();
         let capacity = (counters.node_generation, counters.freed);
         if capacity != self.capacity_seen || now - self.last_flush >= 60.0 {
+            if now - self.last_flush >= 60.0 {
+                self.unschedulable.clear();
+            }
             self.capacity_seen = capacity;
             self.last_flush = now;
-            self.unschedulable.clear();
+            self.capacity_epoch += 1;
         }
+        let epoch = self.capacity_epoch;
         let pending: Vec<Arc<Pod>> = self
             .view
             .pending()
             .iter()
-            .filter(|(k, _)| !self.unschedulable.contains(*k))
+            .filter(|(k, _)| self.unschedulable.get(*k) != Some(&epoch))
             .map(|(_, p)| p)
             .filter(|p| !p.scheduling_gated && p.scheduler() == DEFAULT_SCHEDULER)
             .cloned()
@@ -85,6 +89,7 @@ impl Sim {
             .min();
         // What this pass changed on each node: the view does not show it yet.
         let mut changed: Changes = BTreeMap::new();
+        let mut key = String::new();
         for level in levels {
             let pods: Vec<Arc<Pod>> = if pending.iter().all(|p| p.priority == level) {
                 std::mem::take(&mut pending)
@@ -117,7 +122,16 @@ impl Sim {
                 if may && self.preempt(p, &mut changed, now) {
                     continue;
                 }
-                self.unschedulable.insert(p.key());
+                key.clear();
+                key.push_str(&p.namespace);
+                key.push('/');
+                key.push_str(&p.name);
+                match self.unschedulable.get_mut(key.as_str()) {
+                    Some(e) => *e = epoch,
+                    None => {
+                        self.unschedulable.insert(key.clone(), epoch);
+                    }
+                }
                 self.mark_unschedulable(p);
             }
         }
