@@ -293,6 +293,10 @@ struct Sim {
     /// and nothing need be cleared (every minute the map is emptied all the same).
     unschedulable: std::collections::HashMap<String, u64, foldhash::fast::FixedState>,
     capacity_epoch: u64,
+    /// The pods that failed in the last step, entered in `unschedulable` only if the next
+    /// step is in the same epoch: while capacity changes every second (a cluster filling up)
+    /// they never need to be.
+    failed: Vec<Arc<capstan_model::Pod>>,
     capacity_seen: (u64, u64),
     last_flush: f64,
     /// (when, $ per millicore-hour, $ per byte-hour) for the cost lower bound.
@@ -403,6 +407,7 @@ impl Sim {
             bound_cost: 0.0,
             unschedulable: Default::default(),
             capacity_epoch: 0,
+            failed: Vec::new(),
             capacity_seen: (0, 0),
             last_flush: 0.0,
             offered: None,

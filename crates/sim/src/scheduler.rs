@@ -48,20 +48,26 @@ impl Sim {
         }
         let counters = self.view.counters();
         let capacity = (counters.node_generation, counters.freed);
-        if capacity != self.capacity_seen || now - self.last_flush >= 60.0 {
+        let flush = capacity != self.capacity_seen || now - self.last_flush >= 60.0;
+        if flush {
             if now - self.last_flush >= 60.0 {
                 self.unschedulable.clear();
             }
             self.capacity_seen = capacity;
             self.last_flush = now;
             self.capacity_epoch += 1;
+            self.failed.clear();
         }
         let epoch = self.capacity_epoch;
+        for p in self.failed.drain(..) {
+            self.unschedulable.insert(p.key(), epoch);
+        }
+        // A new epoch skips nothing.
         let pending: Vec<Arc<Pod>> = self
             .view
             .pending()
             .iter()
-            .filter(|(k, _)| self.unschedulable.get(*k) != Some(&epoch))
+            .filter(|(k, _)| flush || self.unschedulable.get(*k) != Some(&epoch))
             .map(|(_, p)| p)
             .filter(|p| !p.scheduling_gated && p.scheduler() == DEFAULT_SCHEDULER)
             .cloned()
@@ -89,7 +95,6 @@ impl Sim {
             .min();
         // What this pass changed on each node: the view does not show it yet.
         let mut changed: Changes = BTreeMap::new();
-        let mut key = String::new();
         for level in levels {
             let pods: Vec<Arc<Pod>> = if pending.iter().all(|p| p.priority == level) {
                 std::mem::take(&mut pending)
@@ -122,16 +127,7 @@ impl Sim {
                 if may && self.preempt(p, &mut changed, now) {
                     continue;
                 }
-                key.clear();
-                key.push_str(&p.namespace);
-                key.push('/');
-                key.push_str(&p.name);
-                match self.unschedulable.get_mut(key.as_str()) {
-                    Some(e) => *e = epoch,
-                    None => {
-                        self.unschedulable.insert(key.clone(), epoch);
-                    }
-                }
+                self.failed.push(p.clone());
                 self.mark_unschedulable(p);
             }
         }
