@@ -214,6 +214,33 @@ pub struct Cache {
     /// Provider id → claim name.
     claim_by_provider: Hashed<String, String>,
     counters: Counters,
+    pod_journal: PodJournal,
+}
+
+/// The keys of the pods put or removed, in order, the last [`PodJournal::KEEP`] of them: a
+/// loop that keeps something derived from the pods asks what changed since it last looked
+/// instead of going over them all.
+#[derive(Clone, Debug, Default)]
+struct PodJournal {
+    /// The sequence number of `keys[0]`.
+    base: u64,
+    keys: std::collections::VecDeque<String>,
+}
+
+impl PodJournal {
+    const KEEP: usize = 1 << 17;
+
+    fn push(&mut self, key: &str) {
+        if self.keys.len() == Self::KEEP {
+            self.keys.pop_front();
+            self.base += 1;
+        }
+        self.keys.push_back(key.to_string());
+    }
+
+    fn end(&self) -> u64 {
+        self.base + self.keys.len() as u64
+    }
 }
 
 /// The cache's own sequence numbers: loops compare them with what they last saw to know
@@ -351,6 +378,7 @@ impl Cache {
         }
         match o {
             Object::Pod(p) => {
+                self.pod_journal.push(&key);
                 let p = self.with_volumes(p);
                 if p.volume_claims.is_empty() {
                     self.with_claims.remove(&key);
@@ -501,6 +529,7 @@ impl Cache {
         self.invalid.remove(&(kind, key.to_string()));
         match kind {
             Kind::Pod => {
+                self.pod_journal.push(key);
                 self.unindex_pod(key);
                 self.with_claims.remove(key);
                 if let Some((_, old)) = self.pods.remove(key) {
@@ -622,6 +651,21 @@ impl Cache {
 
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// Where the pod journal ends now: kept by a loop to ask [`Cache::pods_changed_since`].
+    pub fn pod_journal_end(&self) -> u64 {
+        self.pod_journal.end()
+    }
+
+    /// The keys of the pods put or removed since the journal ended at `cursor`, in order
+    /// (a pod changed twice is there twice), or `None` when the journal no longer reaches
+    /// back that far.
+    pub fn pods_changed_since(&self, cursor: u64) -> Option<impl Iterator<Item = &str>> {
+        let skip = cursor.checked_sub(self.pod_journal.base)?;
+        let skip = usize::try_from(skip).ok()?;
+        (skip <= self.pod_journal.keys.len())
+            .then(|| self.pod_journal.keys.range(skip..).map(String::as_str))
     }
 
     pub fn generation(&self) -> u64 {

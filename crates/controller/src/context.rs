@@ -49,7 +49,7 @@ pub(crate) struct Shared {
     pub lead: Leadership,
     pub catalog: Catalog,
     /// Pod key → the in-flight claim it is planned onto.
-    pub nominations: BTreeMap<String, String>,
+    pub nominations: crate::by_claim::PodsByClaim<()>,
     /// Pods the last plan found no place for (no NodePool or instance type serves them):
     /// they do not hold up disruption.
     pub unservable: BTreeSet<String>,
@@ -88,7 +88,7 @@ impl Shared {
             cache: Cache::default(),
             lead: Leadership::default(),
             catalog: Catalog::default(),
-            nominations: BTreeMap::new(),
+            nominations: Default::default(),
             unservable: BTreeSet::new(),
             pod_events: Default::default(),
             records: Vec::new(),

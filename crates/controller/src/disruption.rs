@@ -372,7 +372,7 @@ impl Disruption {
         for m in &cmd.moves {
             if let Target::Replacement(k) = &m.to {
                 if let Some(name) = replacements.get(*k) {
-                    cx.s.nominations.insert(m.pod.clone(), name.clone());
+                    cx.s.nominations.insert(m.pod.clone(), name.clone(), ());
                 }
             }
         }

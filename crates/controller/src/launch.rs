@@ -308,7 +308,7 @@ impl Launcher {
     ) {
         if cx.begin_deletion(&c.name, Reason::LaunchFailed, None).await {
             self.attempts.remove(&c.name);
-            cx.s.nominations.retain(|_, claim| claim != &c.name);
+            cx.s.nominations.remove_claim(&c.name);
             cx.record(
                 now,
                 Action::LaunchAbandoned {

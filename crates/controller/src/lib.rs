@@ -28,6 +28,7 @@ pub mod cache;
 pub mod memory;
 pub mod metrics;
 
+mod by_claim;
 mod catalog;
 mod context;
 mod disruption;

@@ -4,6 +4,7 @@
 //! nowhere get an Event saying why.
 
 use crate::api::{ClusterApi, EventType, Kind};
+use crate::by_claim::PodsByClaim;
 use crate::cache::Cache;
 use crate::catalog::instance_types;
 use crate::context::Ctx;
@@ -57,6 +58,10 @@ pub(crate) struct Provisioner {
     /// The window for the pods of deleting nodes when nothing is pending.
     moving_batch: Batch,
     launched: LaunchedFor,
+    /// Where the cache's pod journal ended when the nominations were last checked (none
+    /// yet: they are all checked), and the moving pods then.
+    pods_seen: Option<u64>,
+    moving_seen: BTreeSet<String>,
 }
 
 /// A pod still unbound this long after the node launched for it came up is looked at again.
@@ -77,7 +82,7 @@ const HOLD: f64 = 600.0;
 #[derive(Clone, Debug, Default)]
 struct LaunchedFor {
     /// Pod key → (claim, pod uid): the launch it waits for.
-    claims: BTreeMap<String, (String, String)>,
+    claims: PodsByClaim<String>,
     /// Pod key → (its launched node, claim, pod uid).
     suspects: BTreeMap<String, (String, String, String)>,
     /// Pod key → (pod uid, strikes).
@@ -89,15 +94,17 @@ struct LaunchedFor {
 impl LaunchedFor {
     fn launched(&mut self, pod: &str, uid: &str, claim: &str) {
         self.claims
-            .insert(pod.to_string(), (claim.to_string(), uid.to_string()));
+            .insert(pod.to_string(), claim.to_string(), uid.to_string());
     }
 
     /// Forgets pods that bound or went, ends holds, and turns launches whose node has been up
-    /// [`BIND_GRACE`] without the pod into suspects.
+    /// [`BIND_GRACE`] without the pod into suspects. `changed` are the pods changed since the
+    /// last review, if known: then only they and the launches' claims are looked at.
     fn review<'c>(
         &mut self,
         cache: &Cache,
         provisionable: impl Fn(&str) -> Option<&'c Arc<Pod>>,
+        changed: Option<&[&str]>,
         now: f64,
     ) {
         let live = |pod: &str, uid: &str| provisionable(pod).is_some_and(|p| p.uid == uid);
@@ -110,34 +117,83 @@ impl LaunchedFor {
             .retain(|pod, (uid, n)| live(pod, uid) && (*n < STRIKES || held.contains_key(pod)));
         self.suspects.retain(|pod, (_, _, uid)| live(pod, uid));
         let mut suspects = Vec::new();
-        // Many pods wait for each claim: each claim is looked up once.
-        let mut claims: HashMap<
-            String,
-            Option<&Arc<capstan_model::NodeClaim>>,
-            foldhash::fast::FixedState,
-        > = HashMap::default();
-        self.claims.retain(|pod, (claim, uid)| {
-            if !live(pod, uid) {
-                return false;
-            }
-            let found = match claims.get(claim.as_str()) {
-                Some(&c) => c,
-                None => *claims.entry(claim.clone()).or_insert(cache.claim(claim)),
-            };
-            let Some(c) = found.filter(|c| !c.deleting()) else {
-                return false;
+        // What becomes of a launch whose pod still waits, by its claim.
+        let verdict = |claim: &str| -> Verdict {
+            let Some(c) = cache.claim(claim).filter(|c| !c.deleting()) else {
+                return Verdict::Drop;
             };
             let Some(up) = c.status.initialized_at else {
-                return true;
+                return Verdict::Keep;
             };
             if now - up < BIND_GRACE {
-                return true;
+                return Verdict::Keep;
             }
-            if let Some(node) = &c.status.node_name {
-                suspects.push((pod.clone(), (node.clone(), claim.clone(), uid.clone())));
+            match &c.status.node_name {
+                Some(node) => Verdict::Suspect(node.clone()),
+                None => Verdict::Drop,
             }
-            false
-        });
+        };
+        let fresh = self.claims.take_fresh();
+        match changed {
+            None => {
+                // Many pods wait for each claim: each claim is looked up once.
+                let mut verdicts: HashMap<String, Verdict, foldhash::fast::FixedState> =
+                    HashMap::default();
+                self.claims.retain(|pod, claim, uid| {
+                    if !live(pod, uid) {
+                        return false;
+                    }
+                    let v = verdicts
+                        .entry(claim.to_string())
+                        .or_insert_with(|| verdict(claim));
+                    match v {
+                        Verdict::Keep => true,
+                        Verdict::Drop => false,
+                        Verdict::Suspect(node) => {
+                            suspects.push((
+                                pod.to_string(),
+                                (node.clone(), claim.to_string(), uid.to_string()),
+                            ));
+                            false
+                        }
+                    }
+                });
+            }
+            Some(changed) => {
+                // Every launch was kept at the last review, its pod waiting then: only the
+                // pods changed since, and those entered since, may have bound or gone.
+                for pod in changed
+                    .iter()
+                    .copied()
+                    .chain(fresh.iter().map(String::as_str))
+                {
+                    if self.claims.get(pod).is_some_and(|(_, uid)| !live(pod, uid)) {
+                        self.claims.remove(pod);
+                    }
+                }
+                let claims: Vec<String> = self.claims.claims().cloned().collect();
+                for claim in claims {
+                    match verdict(&claim) {
+                        Verdict::Keep => {}
+                        Verdict::Drop => {
+                            self.claims.remove_claim(&claim);
+                        }
+                        Verdict::Suspect(node) => {
+                            for (pod, uid) in self.claims.remove_claim(&claim) {
+                                suspects.push((pod, (node.clone(), claim.clone(), uid)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        debug_assert!(
+            self.claims
+                .iter()
+                .all(|(p, c, uid)| live(p, uid) && verdict(c) == Verdict::Keep),
+            "a launch the review kept should have gone"
+        );
+        debug_assert!(self.claims.consistent());
         self.suspects.extend(suspects);
     }
 
@@ -192,6 +248,15 @@ impl LaunchedFor {
     fn holds(&self, pod: &str) -> bool {
         self.held.contains_key(pod)
     }
+}
+
+/// What becomes of a launch whose pod still waits: kept, dropped, or its pod a suspect that
+/// its node (named) did not take.
+#[derive(Clone, Debug, PartialEq)]
+enum Verdict {
+    Keep,
+    Drop,
+    Suspect(String),
 }
 
 /// Whether `key` is among `keys` (ascending), first passing over those that sort before it:
@@ -364,18 +429,63 @@ impl Provisioner {
         let config = cx.config;
         let provisionable = |pod: &str| provisionable_pod(cache, config, pod);
         let moving = moving(cache, cx.config, now);
-        let planned = |pod: &String| provisionable(pod).is_some() || moving.contains(pod);
-        // Many pods are nominated to each claim: each claim is looked up once.
-        let mut claim_live: HashMap<String, bool, foldhash::fast::FixedState> = HashMap::default();
-        cx.s.nominations.retain(|pod, claim| {
-            let live = match claim_live.get(claim.as_str()) {
-                Some(&l) => l,
-                None => *claim_live.entry(claim.clone()).or_insert(live(claim)),
-            };
-            live && planned(pod)
-        });
+        let planned = |pod: &str| provisionable(pod).is_some() || moving.contains(pod);
+        // The pods changed since the last pass, when the cache's journal still reaches back.
+        let changed: Option<Vec<&str>> = self
+            .pods_seen
+            .and_then(|at| cache.pods_changed_since(at))
+            .map(Iterator::collect);
+        self.pods_seen = Some(cache.pod_journal_end());
+        let fresh = cx.s.nominations.take_fresh();
+        match &changed {
+            None => {
+                // Many pods are nominated to each claim: each claim is looked up once.
+                let mut claim_live: HashMap<String, bool, foldhash::fast::FixedState> =
+                    HashMap::default();
+                cx.s.nominations.retain(|pod, claim, _| {
+                    let live = *claim_live
+                        .entry(claim.to_string())
+                        .or_insert_with(|| live(claim));
+                    live && planned(pod)
+                });
+            }
+            Some(changed) => {
+                // Every nomination held at the last pass: it ends now if its claim is no
+                // longer in flight, or if its pod — changed, moving or not since, or
+                // nominated since — is no longer planned.
+                let ended: Vec<String> =
+                    cx.s.nominations
+                        .claims()
+                        .filter(|c| !live(c))
+                        .cloned()
+                        .collect();
+                for claim in ended {
+                    cx.s.nominations.remove_claim(&claim);
+                }
+                let moved = self.moving_seen.symmetric_difference(&moving);
+                for pod in changed
+                    .iter()
+                    .copied()
+                    .chain(moved.map(String::as_str))
+                    .chain(fresh.iter().map(String::as_str))
+                {
+                    if cx.s.nominations.contains_key(pod) && !planned(pod) {
+                        cx.s.nominations.remove(pod);
+                    }
+                }
+            }
+        }
+        debug_assert!(
+            cx.s.nominations
+                .iter()
+                .all(|(pod, claim, _)| live(claim) && planned(pod)),
+            "a nomination the pass kept should have ended"
+        );
+        debug_assert!(cx.s.nominations.consistent());
+        self.moving_seen.clone_from(&moving);
         cx.s.unservable.retain(|pod| planned(pod));
-        self.launched.review(cache, provisionable, now);
+        self.launched
+            .review(cache, provisionable, changed.as_deref(), now);
         // Pending pods first, then those of deleting nodes (Karpenter's order: if pods are
         // moving already, it undershoots rather than plans a pod twice).
         // The pending pods, the nominations and the held pods are all in key order: one walk
@@ -383,15 +493,17 @@ impl Provisioner {
         let mut pending_keys: Vec<String> = Vec::new();
         // A pod whose claims kube-scheduler cannot bind yet gets no node, and a reason.
         let mut waiting = Vec::new();
-        let mut nominated = cx.s.nominations.keys().peekable();
-        let mut held = self.launched.held.keys().peekable();
-        for (k, p) in provisionable_pods(cache, config) {
-            if walk_to(&mut nominated, k) || walk_to(&mut held, k) {
-                continue;
-            }
-            match &p.volume_error {
-                Some(e) => waiting.push((k.clone(), e.clone())),
-                None => pending_keys.push(k.clone()),
+        {
+            let mut nominated = cx.s.nominations.keys().peekable();
+            let mut held = self.launched.held.keys().peekable();
+            for (k, p) in provisionable_pods(cache, config) {
+                if walk_to(&mut nominated, k) || walk_to(&mut held, k) {
+                    continue;
+                }
+                match &p.volume_error {
+                    Some(e) => waiting.push((k.clone(), e.clone())),
+                    None => pending_keys.push(k.clone()),
+                }
             }
         }
         for k in moving.iter().filter(|k| !cx.s.nominations.contains_key(*k)) {
@@ -524,7 +636,8 @@ impl Provisioner {
                 self.launched.launched(pod, &p.uid, claim);
             }
         }
-        cx.s.nominations.extend(nominate);
+        cx.s.nominations
+            .extend(nominate.into_iter().map(|(pod, claim)| (pod, claim, ())));
         cx.s.unservable.clear();
         for u in &plan.unschedulable {
             let pod = pending[u.pod].key();
@@ -687,7 +800,7 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
             b.inflight(slot);
         }
     }
-    for (pod, claim) in &cx.s.nominations {
+    for (pod, claim, _) in cx.s.nominations.iter() {
         if let Some(p) = cache.pod(pod) {
             b.nominated(claim, p);
         }
@@ -753,17 +866,30 @@ mod tests {
             move |k| cache.pod(key).filter(|_| k == key)
         }
         let on = |n: &str| -> BTreeMap<String, String> { [(key.clone(), n.to_string())].into() };
+        // Each review made both ways, from the pods the cache says changed since the last and
+        // over every launch, to the same end.
+        let mut seen: Option<u64> = None;
+        let mut review = |g: &mut LaunchedFor, cache: &Cache, now: f64| {
+            let changed: Option<Vec<&str>> = seen
+                .and_then(|at| cache.pods_changed_since(at))
+                .map(Iterator::collect);
+            seen = Some(cache.pod_journal_end());
+            let mut everything = g.clone();
+            everything.review(cache, listed(cache, &key), None, now);
+            g.review(cache, listed(cache, &key), changed.as_deref(), now);
+            assert_eq!(format!("{g:?}"), format!("{everything:?}"), "at {now}");
+        };
         put(&mut cache, pod("p1"));
         put(&mut cache, node("n1"));
         put(&mut cache, claim("c1", "n1", Some(100.0)));
         let mut g = LaunchedFor::default();
         g.launched(&key, "p1", "c1");
-        g.review(&cache, listed(&cache, &key), 110.0);
+        review(&mut g, &cache, 110.0);
         assert!(
             g.judge(&cache, &on("n1"), 110.0).is_empty(),
             "within the grace"
         );
-        g.review(&cache, listed(&cache, &key), 131.0);
+        review(&mut g, &cache, 131.0);
         let notes = g.judge(&cache, &on("n1"), 131.0);
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(
@@ -775,10 +901,10 @@ mod tests {
         put(&mut cache, node("n2"));
         put(&mut cache, claim("c2", "n2", None));
         g.launched(&key, "p1", "c2");
-        g.review(&cache, listed(&cache, &key), 140.0);
+        review(&mut g, &cache, 140.0);
         assert!(g.judge(&cache, &on("n1"), 140.0).is_empty());
         put(&mut cache, claim("c2", "n2", Some(150.0)));
-        g.review(&cache, listed(&cache, &key), 181.0);
+        review(&mut g, &cache, 181.0);
         // Sent elsewhere by the plan (its room taken, say): no strike.
         let mut sent_elsewhere = g.clone();
         assert!(sent_elsewhere.judge(&cache, &on("n1"), 181.0).is_empty());
@@ -787,19 +913,19 @@ mod tests {
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[1].1.contains("no further node"), "{notes:?}");
         assert!(g.holds(&key));
-        g.review(&cache, listed(&cache, &key), 300.0);
+        review(&mut g, &cache, 300.0);
         assert!(g.holds(&key), "held");
         // The pod is recreated (a new uid): the hold ends.
         put(&mut cache, pod("p2"));
-        g.review(&cache, listed(&cache, &key), 310.0);
+        review(&mut g, &cache, 310.0);
         assert!(!g.holds(&key));
         // And a hold ends after HOLD.
         let mut h = LaunchedFor::default();
         h.held
             .insert(key.clone(), ("p2".into(), pools_fingerprint(&cache), 0.0));
-        h.review(&cache, listed(&cache, &key), HOLD - 1.0);
+        review(&mut h, &cache, HOLD - 1.0);
         assert!(h.holds(&key));
-        h.review(&cache, listed(&cache, &key), HOLD);
+        review(&mut h, &cache, HOLD);
         assert!(!h.holds(&key));
     }
 

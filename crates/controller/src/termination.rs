@@ -221,7 +221,7 @@ pub(crate) async fn terminate<A: ClusterApi, C: CloudProvider>(
         m.claims_termination
             .observe(&[&c.nodepool], now, (now - started).max(0.0));
     }
-    cx.s.nominations.retain(|_, claim| claim != &c.name);
+    cx.s.nominations.remove_claim(&c.name);
     cx.record(
         now,
         Action::Terminated {

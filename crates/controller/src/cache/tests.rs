@@ -48,6 +48,42 @@ fn binding_a_pod_moves_it_from_pending_to_its_node() {
 }
 
 #[test]
+fn the_pod_journal_names_each_pod_put_or_removed_since_a_cursor_until_it_no_longer_reaches_back() {
+    let mut c = Cache::default();
+    let start = c.pod_journal_end();
+    c.apply(applied(1, Object::Pod(pod("a", None))));
+    c.apply(applied(2, node("n1")));
+    let middle = c.pod_journal_end();
+    c.apply(applied(3, Object::Pod(pod("a", Some("n1")))));
+    c.apply(Change::Deleted(Kind::Pod, "default/b".into()));
+    c.apply(Change::Deleted(Kind::Pod, "default/a".into()));
+    fn since(c: &Cache, at: u64) -> Option<Vec<&str>> {
+        c.pods_changed_since(at).map(Iterator::collect)
+    }
+    assert_eq!(
+        since(&c, start),
+        Some(vec!["default/a", "default/a", "default/b", "default/a"]),
+        "nodes are not in it; a removal of what was never there is"
+    );
+    assert_eq!(
+        since(&c, middle),
+        Some(vec!["default/a", "default/b", "default/a"])
+    );
+    let end = c.pod_journal_end();
+    assert_eq!(since(&c, end), Some(vec![]));
+    assert_eq!(since(&c, end + 1), None, "a cursor from the future");
+    for i in 0..PodJournal::KEEP {
+        c.apply(Change::Deleted(Kind::Pod, format!("default/{i}")));
+    }
+    assert_eq!(
+        since(&c, start),
+        None,
+        "the journal keeps only the last changes"
+    );
+    assert_eq!(since(&c, end).map(|v| v.len()), Some(PodJournal::KEEP));
+}
+
+#[test]
 fn a_nodes_pod_fingerprint_changes_when_a_pod_comes_or_goes_not_when_one_is_updated() {
     let mut c = Cache::default();
     c.apply(applied(1, node("n1")));
