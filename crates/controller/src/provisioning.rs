@@ -506,7 +506,7 @@ impl Provisioner {
                 }
             }
         }
-        for k in moving.iter().filter(|k| !cx.s.nominations.contains_key(*k)) {
+        for k in moving.iter().filter(|k| !cx.s.nominations.contains_key(k)) {
             match cache.pod(k).and_then(|p| p.volume_error.clone()) {
                 Some(e) => waiting.push((k.clone(), e)),
                 None => pending_keys.push(k.clone()),
