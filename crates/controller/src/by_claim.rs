@@ -26,15 +26,16 @@ impl<V> Default for PodsByClaim<V> {
 impl<V> PodsByClaim<V> {
     /// Enters `pod` for `claim` (in place of what it had).
     pub fn insert(&mut self, pod: String, claim: String, value: V) {
+        if let Some(old) = self.by_pod.get(&pod).map(|(c, _)| c.clone()) {
+            if old != claim {
+                self.unlink(&old, &pod);
+            }
+        }
         self.by_claim
             .entry(claim.clone())
             .or_default()
             .insert(pod.clone());
-        if let Some((old, _)) = self.by_pod.insert(pod.clone(), (claim, value)) {
-            if self.by_pod.get(&pod).is_some_and(|(c, _)| *c != old) {
-                self.unlink(&old, &pod);
-            }
-        }
+        self.by_pod.insert(pod.clone(), (claim, value));
         self.fresh.push(pod);
     }
 
@@ -134,7 +135,7 @@ impl<V> PodsByClaim<V> {
     }
 }
 
-impl<V: Clone> Extend<(String, String, V)> for PodsByClaim<V> {
+impl<V> Extend<(String, String, V)> for PodsByClaim<V> {
     fn extend<I: IntoIterator<Item = (String, String, V)>>(&mut self, iter: I) {
         for (p, c, v) in iter {
             self.insert(p, c, v);
