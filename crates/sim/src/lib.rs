@@ -287,15 +287,12 @@ struct Sim {
     events: Vec<TimelineEvent>,
     cost: f64,
     bound_cost: f64,
-    /// Pods the scheduler tried and could not place, until capacity changes: pod key → the
-    /// capacity epoch it failed in (hashed, for lookups only). A pod is skipped while its
-    /// epoch is the current one; a capacity change starts a new epoch, so nothing is skipped
-    /// and nothing need be cleared (every minute the map is emptied all the same).
-    unschedulable: std::collections::HashMap<String, u64, foldhash::fast::FixedState>,
-    capacity_epoch: u64,
+    /// Pods the scheduler tried and could not place, skipped until capacity changes (or a
+    /// minute passes), when the set is emptied (hashed, for lookups only).
+    unschedulable: std::collections::HashSet<String, foldhash::fast::FixedState>,
     /// The pods that failed in the last step, entered in `unschedulable` only if the next
-    /// step is in the same epoch: while capacity changes every second (a cluster filling up)
-    /// they never need to be.
+    /// step sees no capacity change: while capacity changes every second (a cluster filling
+    /// up) they never need to be.
     failed: Vec<Arc<capstan_model::Pod>>,
     capacity_seen: (u64, u64),
     last_flush: f64,
@@ -406,7 +403,6 @@ impl Sim {
             cost: 0.0,
             bound_cost: 0.0,
             unschedulable: Default::default(),
-            capacity_epoch: 0,
             failed: Vec::new(),
             capacity_seen: (0, 0),
             last_flush: 0.0,

@@ -50,24 +50,19 @@ impl Sim {
         let capacity = (counters.node_generation, counters.freed);
         let flush = capacity != self.capacity_seen || now - self.last_flush >= 60.0;
         if flush {
-            if now - self.last_flush >= 60.0 {
-                self.unschedulable.clear();
-            }
+            self.unschedulable.clear();
             self.capacity_seen = capacity;
             self.last_flush = now;
-            self.capacity_epoch += 1;
             self.failed.clear();
         }
-        let epoch = self.capacity_epoch;
         for p in self.failed.drain(..) {
-            self.unschedulable.insert(p.key(), epoch);
+            self.unschedulable.insert(p.key());
         }
-        // A new epoch skips nothing.
         let pending: Vec<Arc<Pod>> = self
             .view
             .pending()
             .iter()
-            .filter(|(k, _)| flush || self.unschedulable.get(*k) != Some(&epoch))
+            .filter(|(k, _)| !self.unschedulable.contains(*k))
             .map(|(_, p)| p)
             .filter(|p| !p.scheduling_gated && p.scheduler() == DEFAULT_SCHEDULER)
             .cloned()
