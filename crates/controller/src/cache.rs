@@ -213,25 +213,33 @@ pub struct Cache {
     node_by_provider: Hashed<String, String>,
     /// Provider id → claim name.
     claim_by_provider: Hashed<String, String>,
+    /// Node name → the claims whose status names it.
+    claims_by_node: Hashed<String, BTreeSet<String>>,
     counters: Counters,
-    pod_journal: PodJournal,
+    pod_journal: Journal<POD_JOURNAL>,
+    /// The claims whose lifecycle facts may have changed: a claim put or removed, and the
+    /// claims a node put or removed is the node of (by name or provider id).
+    claim_journal: Journal<CLAIM_JOURNAL>,
 }
 
-/// The keys of the pods put or removed, in order, the last [`PodJournal::KEEP`] of them: a
-/// loop that keeps something derived from the pods asks what changed since it last looked
-/// instead of going over them all.
+/// How many pod keys the pod journal keeps.
+const POD_JOURNAL: usize = 1 << 17;
+/// How many claim names the claim journal keeps.
+const CLAIM_JOURNAL: usize = 1 << 16;
+
+/// Keys of objects that changed, in order, the last `KEEP` of them: a loop that keeps
+/// something derived from the objects asks what changed since it last looked instead of
+/// going over them all.
 #[derive(Clone, Debug, Default)]
-struct PodJournal {
+struct Journal<const KEEP: usize> {
     /// The sequence number of `keys[0]`.
     base: u64,
     keys: std::collections::VecDeque<String>,
 }
 
-impl PodJournal {
-    const KEEP: usize = 1 << 17;
-
+impl<const KEEP: usize> Journal<KEEP> {
     fn push(&mut self, key: &str) {
-        if self.keys.len() == Self::KEEP {
+        if self.keys.len() == KEEP {
             self.keys.pop_front();
             self.base += 1;
         }
@@ -240,6 +248,13 @@ impl PodJournal {
 
     fn end(&self) -> u64 {
         self.base + self.keys.len() as u64
+    }
+
+    /// The keys pushed since the journal ended at `cursor`, or `None` once it no longer
+    /// reaches back that far.
+    fn since(&self, cursor: u64) -> Option<impl Iterator<Item = &str>> {
+        let skip = usize::try_from(cursor.checked_sub(self.base)?).ok()?;
+        (skip <= self.keys.len()).then(|| self.keys.range(skip..).map(String::as_str))
     }
 }
 
@@ -394,10 +409,11 @@ impl Cache {
                 self.counters.pod_generation += 1;
             }
             Object::Node(n) => {
-                if let Some(old) = self.nodes.get(&key) {
-                    if let Some(pid) = &old.provider_id {
-                        self.node_by_provider.remove(pid);
-                    }
+                let old_pid = self.nodes.get(&key).and_then(|o| o.provider_id.clone());
+                self.touch_claims_of_node(&key, old_pid.as_deref());
+                self.touch_claims_of_node(&key, n.provider_id.as_deref());
+                if let Some(pid) = &old_pid {
+                    self.node_by_provider.remove(pid);
                 }
                 if let Some(pid) = &n.provider_id {
                     self.node_by_provider.insert(pid.clone(), key.clone());
@@ -413,10 +429,20 @@ impl Cache {
                 self.counters.node_generation += 1;
             }
             Object::NodeClaim(c) => {
+                self.claim_journal.push(&key);
                 if let Some(old) = self.claims.get(&key) {
                     if let Some(pid) = &old.status.provider_id {
                         self.claim_by_provider.remove(pid);
                     }
+                    if let Some(node) = old.status.node_name.clone() {
+                        self.unname_node(&node, &key);
+                    }
+                }
+                if let Some(node) = &c.status.node_name {
+                    self.claims_by_node
+                        .entry(node.clone())
+                        .or_default()
+                        .insert(key.clone());
                 }
                 if let Some(pid) = &c.status.provider_id {
                     self.claim_by_provider.insert(pid.clone(), key.clone());
@@ -463,6 +489,28 @@ impl Cache {
             Object::Invalid(i) => {
                 self.invalid.insert((kind, key), i);
                 self.counters.generation += 1;
+            }
+        }
+    }
+
+    /// Enters in the claim journal the claims node `name` (with provider id `pid`) is the node
+    /// of: those whose status names it, and the one with its provider id.
+    fn touch_claims_of_node(&mut self, name: &str, pid: Option<&str>) {
+        if let Some(claims) = self.claims_by_node.get(name) {
+            for c in claims {
+                self.claim_journal.push(c);
+            }
+        }
+        if let Some(c) = pid.and_then(|p| self.claim_by_provider.get(p)) {
+            self.claim_journal.push(c);
+        }
+    }
+
+    fn unname_node(&mut self, node: &str, claim: &str) {
+        if let Some(claims) = self.claims_by_node.get_mut(node) {
+            claims.remove(claim);
+            if claims.is_empty() {
+                self.claims_by_node.remove(node);
             }
         }
     }
@@ -542,6 +590,8 @@ impl Cache {
                     self.dangling.insert(key.to_string());
                 }
                 self.deleting_nodes.remove(key);
+                let old_pid = self.nodes.get(key).and_then(|o| o.provider_id.clone());
+                self.touch_claims_of_node(key, old_pid.as_deref());
                 if let Some((_, n)) = self.nodes.remove(key) {
                     if let Some(pid) = &n.provider_id {
                         if self.node_by_provider.get(pid).is_some_and(|k| k == key) {
@@ -551,12 +601,16 @@ impl Cache {
                 }
             }
             Kind::NodeClaim => {
+                self.claim_journal.push(key);
                 self.deleting_claims.remove(key);
                 if let Some((_, c)) = self.claims.remove(key) {
                     if let Some(pid) = &c.status.provider_id {
                         if self.claim_by_provider.get(pid).is_some_and(|k| k == key) {
                             self.claim_by_provider.remove(pid);
                         }
+                    }
+                    if let Some(node) = &c.status.node_name {
+                        self.unname_node(node, key);
                     }
                 }
             }
@@ -662,10 +716,20 @@ impl Cache {
     /// (a pod changed twice is there twice), or `None` when the journal no longer reaches
     /// back that far.
     pub fn pods_changed_since(&self, cursor: u64) -> Option<impl Iterator<Item = &str>> {
-        let skip = cursor.checked_sub(self.pod_journal.base)?;
-        let skip = usize::try_from(skip).ok()?;
-        (skip <= self.pod_journal.keys.len())
-            .then(|| self.pod_journal.keys.range(skip..).map(String::as_str))
+        self.pod_journal.since(cursor)
+    }
+
+    /// Where the claim journal ends now: kept by a loop to ask [`Cache::claims_touched_since`].
+    pub fn claim_journal_end(&self) -> u64 {
+        self.claim_journal.end()
+    }
+
+    /// The names of the claims put or removed since the claim journal ended at `cursor`, and
+    /// of the claims whose node (by name or provider id) was put or removed — everything
+    /// [`Cache::node_of_claim`] reads — in order, with repeats; `None` when the journal no
+    /// longer reaches back that far.
+    pub fn claims_touched_since(&self, cursor: u64) -> Option<impl Iterator<Item = &str>> {
+        self.claim_journal.since(cursor)
     }
 
     pub fn generation(&self) -> u64 {
@@ -964,6 +1028,10 @@ impl Cache {
         check(
             "claim_by_provider",
             self.claim_by_provider == fresh.claim_by_provider,
+        )?;
+        check(
+            "claims_by_node",
+            self.claims_by_node == fresh.claims_by_node,
         )
     }
 }

@@ -11,6 +11,7 @@ use capstan_cloud::CloudProvider;
 use capstan_model::NodeClaim;
 use capstan_model::claim::TERMINATION_FINALIZER;
 use capstan_model::disruption::Reason;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// What a claim needs.
@@ -46,10 +47,26 @@ pub fn need(c: &NodeClaim, node: Option<bool>) -> Need {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Lifecycle {
-    /// The claims (and orphaned terminating nodes) that need the loop, and the cache
-    /// generation they were found at. Whether a claim is settled depends on the cache alone,
-    /// so the list is kept until the cache changes.
-    work: Option<(u64, Vec<String>, Vec<String>)>,
+    /// The claims that need the loop, and where the cache's claim journal ended when they
+    /// were last brought up to date. What a claim needs depends on the claim and its node
+    /// alone, so only the claims the journal names since are looked at again.
+    work: Option<(u64, BTreeSet<String>)>,
+}
+
+/// Every claim that needs the loop, by going over them all.
+fn unsettled(cache: &crate::Cache) -> BTreeSet<String> {
+    cache
+        .claims()
+        .filter(|c| need(c, cache.node_of_claim(c).map(|n| n.deleting)) != Need::Nothing)
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+/// Whether claim `name` needs the loop.
+fn unsettled_claim(cache: &crate::Cache, name: &str) -> bool {
+    cache
+        .claim(name)
+        .is_some_and(|c| need(c, cache.node_of_claim(c).map(|n| n.deleting)) != Need::Nothing)
 }
 
 impl Lifecycle {
@@ -59,30 +76,41 @@ impl Lifecycle {
         launcher: &mut Launcher,
         now: f64,
     ) {
-        let generation = cx.cache().generation();
-        let (claims, orphans) = match self.work.take() {
-            Some((g, claims, orphans)) if g == generation => (claims, orphans),
-            _ => {
-                let cache = cx.cache();
-                let node_state = |c: &NodeClaim| cache.node_of_claim(c).map(|n| n.deleting);
-                let claims: Vec<String> = cache
-                    .claims()
-                    .filter(|c| need(c, node_state(c)) != Need::Nothing)
-                    .map(|c| c.name.clone())
-                    .collect();
-                let orphans: Vec<String> = cache
-                    .nodes()
-                    .filter(|n| {
-                        n.deleting
-                            && n.finalizers.iter().any(|f| f == TERMINATION_FINALIZER)
-                            && cache.claim_of_node(n).is_none()
-                    })
-                    .map(|n| n.name.clone())
-                    .collect();
-                (claims, orphans)
-            }
+        let cache = cx.cache();
+        let end = cache.claim_journal_end();
+        let claims = match self.work.take() {
+            Some((cursor, mut claims)) => match cache.claims_touched_since(cursor) {
+                Some(touched) => {
+                    for name in touched {
+                        if unsettled_claim(cache, name) {
+                            if !claims.contains(name) {
+                                claims.insert(name.to_string());
+                            }
+                        } else {
+                            claims.remove(name);
+                        }
+                    }
+                    claims
+                }
+                None => unsettled(cache),
+            },
+            None => unsettled(cache),
         };
-        self.work = Some((generation, claims.clone(), orphans.clone()));
+        debug_assert_eq!(
+            claims,
+            unsettled(cache),
+            "the claim journal missed a change"
+        );
+        // Terminating nodes no claim owns: few, from the index of deleting nodes.
+        let orphans: Vec<String> = cache
+            .deleting_nodes()
+            .filter(|n| {
+                n.finalizers.iter().any(|f| f == TERMINATION_FINALIZER)
+                    && cache.claim_of_node(n).is_none()
+            })
+            .map(|n| n.name.clone())
+            .collect();
+        self.work = Some((end, claims.clone()));
         for name in claims {
             let Some(c) = cx.cache().claim(&name).cloned() else {
                 continue;

@@ -72,7 +72,7 @@ fn the_pod_journal_names_each_pod_put_or_removed_since_a_cursor_until_it_no_long
     let end = c.pod_journal_end();
     assert_eq!(since(&c, end), Some(vec![]));
     assert_eq!(since(&c, end + 1), None, "a cursor from the future");
-    for i in 0..PodJournal::KEEP {
+    for i in 0..super::POD_JOURNAL {
         c.apply(Change::Deleted(Kind::Pod, format!("default/{i}")));
     }
     assert_eq!(
@@ -80,7 +80,7 @@ fn the_pod_journal_names_each_pod_put_or_removed_since_a_cursor_until_it_no_long
         None,
         "the journal keeps only the last changes"
     );
-    assert_eq!(since(&c, end).map(|v| v.len()), Some(PodJournal::KEEP));
+    assert_eq!(since(&c, end).map(|v| v.len()), Some(super::POD_JOURNAL));
 }
 
 #[test]
@@ -305,6 +305,7 @@ enum Step {
         name: u8,
         provider: Option<u8>,
         deleting: bool,
+        node: Option<u8>,
     },
     DeleteClaim(u8),
     Relist(Vec<u8>),
@@ -319,8 +320,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0u8..3).prop_map(Step::DeletePdb),
         2 => (0u8..4, any::<bool>()).prop_map(|(name, deleting)| Step::Node { name, deleting }),
         1 => (0u8..4).prop_map(Step::DeleteNode),
-        1 => (0u8..4, proptest::option::of(0u8..4), any::<bool>())
-            .prop_map(|(name, provider, deleting)| Step::Claim { name, provider, deleting }),
+        1 => (0u8..4, proptest::option::of(0u8..4), any::<bool>(), proptest::option::of(0u8..4))
+            .prop_map(|(name, provider, deleting, node)| Step::Claim { name, provider, deleting, node }),
         1 => (0u8..4).prop_map(Step::DeleteClaim),
         1 => proptest::collection::vec(0u8..4, 0..4).prop_map(Step::Relist),
     ]
@@ -333,8 +334,19 @@ proptest! {
     fn every_index_matches_one_rebuilt_from_scratch_after_any_changes(steps in proptest::collection::vec(step(), 1..60)) {
         let mut c = Cache::default();
         let mut last = c.counters();
+        // Each claim with what the lifecycle reads of it: the claim, and its node.
+        fn facts(c: &Cache) -> BTreeMap<String, (usize, Option<(String, bool)>)> {
+            c.claims()
+                .map(|k| {
+                    let node = c.node_of_claim(k).map(|n| (n.name.clone(), n.deleting));
+                    (k.name.clone(), (Arc::as_ptr(k) as usize, node))
+                })
+                .collect()
+        }
         for (rv, s) in steps.into_iter().enumerate() {
             let rv = rv as u64 + 1;
+            let before = facts(&c);
+            let cursor = c.claim_journal_end();
             match s {
                 Step::Pod { name, node, done, daemon, anti, cpu, app } => {
                     let mut p = Pod::clone(&pod(&format!("p{name}"), node.map(|n| format!("n{n}")).as_deref()));
@@ -384,10 +396,15 @@ proptest! {
                     c.apply(applied(rv, Object::Node(Arc::new(n))));
                 }
                 Step::DeleteNode(n) => c.apply(Change::Deleted(Kind::Node, format!("n{n}"))),
-                Step::Claim { name, provider, deleting } => {
+                Step::Claim { name, provider, deleting, node } => {
                     let mut claim = NodeClaim { name: format!("c{name}"), ..Default::default() };
                     claim.deleted_at = deleting.then_some(1.0);
-                    claim.status.provider_id = provider.map(|p| format!("fake://c{p}-{name}"));
+                    // Provider 0: node n{name}'s (one claim's alone, as provider ids are).
+                    claim.status.provider_id = provider.map(|p| match p {
+                        0 => format!("fake://n{name}"),
+                        p => format!("fake://c{p}-{name}"),
+                    });
+                    claim.status.node_name = node.map(|n| format!("n{n}"));
                     c.apply(applied(rv, Object::NodeClaim(Arc::new(claim))));
                 }
                 Step::DeleteClaim(n) => c.apply(Change::Deleted(Kind::NodeClaim, format!("c{n}"))),
@@ -397,6 +414,13 @@ proptest! {
                 }),
             }
             prop_assert_eq!(c.check_indexes(), Ok(()));
+            let after = facts(&c);
+            let touched: BTreeSet<&str> = c.claims_touched_since(cursor).expect("within reach").collect();
+            for name in before.keys().chain(after.keys()) {
+                if before.get(name) != after.get(name) {
+                    prop_assert!(touched.contains(name.as_str()), "claim {} changed unnoted: {:?} -> {:?}", name, before.get(name), after.get(name));
+                }
+            }
             let now = c.counters();
             prop_assert!(now.generation >= last.generation && now.pod_generation >= last.pod_generation
                 && now.freed >= last.freed && now.node_generation >= last.node_generation,
