@@ -265,8 +265,17 @@ fn walk_to<'k>(
     keys: &mut std::iter::Peekable<impl Iterator<Item = &'k String>>,
     key: &str,
 ) -> bool {
-    while keys.next_if(|k| k.as_str() < key).is_some() {}
-    keys.peek().is_some_and(|k| k.as_str() == key)
+    // One comparison a key: pod keys share long prefixes, so each is a long `memcmp`.
+    while let Some(k) = keys.peek() {
+        match k.as_str().cmp(key) {
+            std::cmp::Ordering::Less => {
+                keys.next();
+            }
+            std::cmp::Ordering::Equal => return true,
+            std::cmp::Ordering::Greater => return false,
+        }
+    }
+    false
 }
 
 /// Changes whenever a NodePool does.
@@ -811,6 +820,26 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn walking_two_ascending_sequences_together_finds_exactly_the_shared_keys() {
+        let keys: Vec<String> = ["a/1", "a/3", "b/1", "b/10"].map(String::from).into();
+        // (queries in ascending order, which of them are among the keys)
+        let cases: [(&[&str], &[bool]); 4] = [
+            (
+                &["a/1", "a/2", "a/3", "b/1", "b/10"],
+                &[true, false, true, true, true],
+            ),
+            (&["a/0", "a/2", "b/0", "b/2", "c"], &[false; 5]),
+            (&["b/10"], &[true]),
+            (&["a/3", "b/1", "z"], &[true, true, false]),
+        ];
+        for (queries, want) in cases {
+            let mut walk = keys.iter().peekable();
+            let got: Vec<bool> = queries.iter().map(|q| walk_to(&mut walk, q)).collect();
+            assert_eq!(got, want, "{queries:?}");
+        }
+    }
 
     #[test]
     fn a_pod_that_two_launched_nodes_with_room_did_not_get_is_held_until_it_changes() {
