@@ -53,20 +53,18 @@ pub(crate) struct Lifecycle {
     work: Option<(u64, BTreeSet<String>)>,
 }
 
+/// Whether claim `c` needs the loop: what it needs, given its node.
+fn unsettled_claim(cache: &crate::Cache, c: &NodeClaim) -> bool {
+    need(c, cache.node_of_claim(c).map(|n| n.deleting)) != Need::Nothing
+}
+
 /// Every claim that needs the loop, by going over them all.
 fn unsettled(cache: &crate::Cache) -> BTreeSet<String> {
     cache
         .claims()
-        .filter(|c| need(c, cache.node_of_claim(c).map(|n| n.deleting)) != Need::Nothing)
+        .filter(|c| unsettled_claim(cache, c))
         .map(|c| c.name.clone())
         .collect()
-}
-
-/// Whether claim `name` needs the loop.
-fn unsettled_claim(cache: &crate::Cache, name: &str) -> bool {
-    cache
-        .claim(name)
-        .is_some_and(|c| need(c, cache.node_of_claim(c).map(|n| n.deleting)) != Need::Nothing)
 }
 
 impl Lifecycle {
@@ -82,7 +80,7 @@ impl Lifecycle {
             Some((cursor, mut claims)) => match cache.claims_touched_since(cursor) {
                 Some(touched) => {
                     for name in touched {
-                        if unsettled_claim(cache, name) {
+                        if cache.claim(name).is_some_and(|c| unsettled_claim(cache, c)) {
                             if !claims.contains(name) {
                                 claims.insert(name.to_string());
                             }
