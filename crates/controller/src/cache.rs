@@ -98,6 +98,9 @@ pub struct NodePods {
     /// The wrapping sum of [`pod_fingerprint`] over them: a loop that wants to know whether a
     /// node's pods changed compares it instead of going over them.
     fingerprint: u64,
+    /// Set from the cache's own sequence whenever a pod is bound here, put or removed, or
+    /// the PDBs selecting these pods may have changed: never the same for two states.
+    version: u64,
 }
 
 impl NodePods {
@@ -109,6 +112,28 @@ impl NodePods {
     /// Their summed requests.
     pub fn used(&self) -> &Resources {
         &self.used
+    }
+
+    /// The pods in key order, each with the PDBs that select it (indexes into
+    /// [`Cache::pdbs`] as it iterates now).
+    pub fn pods_with_pdbs(&self) -> impl Iterator<Item = (&Arc<Pod>, &Arc<[usize]>)> {
+        self.pods.values().map(|b| (&b.pod, &b.pdbs))
+    }
+
+    /// How many pods.
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Whether there are none (the cache keeps no entry for a node without pods).
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
+    /// Changes whenever anything [`NodePods::pods_with_pdbs`] yields may have: equal versions
+    /// (of the same cache) mean the same pods, the same `Arc`s and the same PDBs.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 }
 
@@ -216,6 +241,8 @@ pub struct Cache {
     /// Node name → the claims whose status names it.
     claims_by_node: Hashed<String, BTreeSet<String>>,
     counters: Counters,
+    /// The last [`NodePods::version`] handed out.
+    pods_on_version: u64,
     pod_journal: Journal<POD_JOURNAL>,
     /// The claims whose lifecycle facts may have changed: a claim put or removed, and the
     /// claims a node put or removed is the node of (by name or provider id).
@@ -652,7 +679,9 @@ impl Cache {
                     self.dangling.insert(n.clone());
                 }
                 let pdbs = self.pdb_selection.of(&self.pdbs, p);
+                self.pods_on_version += 1;
                 let on = self.pods_on.entry(n.clone()).or_default();
+                on.version = self.pods_on_version;
                 on.pods.insert(
                     key.to_string(),
                     Bound {
@@ -672,12 +701,12 @@ impl Cache {
     /// The PDBs changed: which select each bound pod, again.
     fn reselect_pdbs(&mut self) {
         self.pdb_selection.reset(&self.pdbs);
-        for b in self
-            .pods_on
-            .values_mut()
-            .flat_map(|on| on.pods.values_mut())
-        {
-            b.pdbs = self.pdb_selection.of(&self.pdbs, &b.pod);
+        for on in self.pods_on.values_mut() {
+            self.pods_on_version += 1;
+            on.version = self.pods_on_version;
+            for b in on.pods.values_mut() {
+                b.pdbs = self.pdb_selection.of(&self.pdbs, &b.pod);
+            }
         }
     }
 
@@ -686,6 +715,8 @@ impl Cache {
             if let Some(n) = &old.node_name {
                 self.counters.freed += 1;
                 if let Some(on) = self.pods_on.get_mut(n) {
+                    self.pods_on_version += 1;
+                    on.version = self.pods_on_version;
                     if on.pods.remove(key).is_some() {
                         on.used.sub(&old.requests);
                         on.fingerprint =
@@ -865,6 +896,11 @@ impl Cache {
         self.pods_on
             .iter()
             .flat_map(|(n, on)| on.pods.values().map(move |b| (n.as_str(), &b.pod, &b.pdbs)))
+    }
+
+    /// The nodes active pods are bound to (in the cache or not), in name order, with them.
+    pub fn pods_by_node(&self) -> impl Iterator<Item = (&str, &NodePods)> {
+        self.pods_on.iter().map(|(n, on)| (n.as_str(), on))
     }
 
     /// Pods bound to `node` that are not DaemonSet pods.

@@ -55,6 +55,8 @@ pub(crate) struct Shared {
     pub unservable: BTreeSet<String>,
     /// When each node last had a pod bound or removed (`consolidateAfter` counts from it).
     pub pod_events: crate::disruption::PodEvents,
+    /// The disruption engine's inputs, kept between evaluations.
+    pub disruption_inputs: crate::disruption::KeptInputs,
     pub records: Vec<Record>,
     pub rng: ChaCha8Rng,
     pub claim_seq: u64,
@@ -91,6 +93,7 @@ impl Shared {
             nominations: Default::default(),
             unservable: BTreeSet::new(),
             pod_events: Default::default(),
+            disruption_inputs: Default::default(),
             records: Vec::new(),
             rng,
             claim_seq: 0,

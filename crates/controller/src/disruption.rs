@@ -14,7 +14,7 @@ use capstan_disrupt::{Command, NodeInfo, Replacement, Target};
 use capstan_model::disruption::Reason;
 use capstan_model::labels::{self, DISRUPTED_TAINT};
 use capstan_model::pdb::Pdb;
-use capstan_model::{InstanceType, NodePool, Pod, Requirement};
+use capstan_model::{InstanceType, Node, NodeClaim, NodePool, Pod, Requirement};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -70,6 +70,7 @@ pub fn validate(proposed: Option<&Proposed>, cmd: &Command, now: f64, delay: f64
 }
 
 /// What the disruption engine reads, owned (built from the cache).
+#[derive(Debug, Default)]
 pub(crate) struct Inputs {
     pub nodes: Vec<NodeInfo>,
     pub pods: Vec<Arc<Pod>>,
@@ -85,6 +86,18 @@ pub(crate) struct Inputs {
 }
 
 impl Inputs {
+    /// Everything the engine reads, comparable: each node as it prints, and the pods by
+    /// address (the cache's own `Arc`s) with their nodes and PDBs.
+    #[allow(clippy::type_complexity)]
+    fn fingerprint(&self) -> (Vec<String>, Vec<usize>, &[Option<usize>], Vec<&[usize]>) {
+        (
+            self.nodes.iter().map(|n| format!("{n:?}")).collect(),
+            self.pods.iter().map(|p| Arc::as_ptr(p) as usize).collect(),
+            &self.pod_nodes,
+            self.pod_pdbs.iter().map(|b| &b[..]).collect(),
+        )
+    }
+
     pub fn input<'a>(
         &'a self,
         types: &'a [InstanceType],
@@ -109,8 +122,156 @@ impl Inputs {
 }
 
 /// The engine's view of the cluster: every node priced from its claim (or the catalog),
-/// claims not yet initialized counted as NotReady, claims being deleted as cordoned.
-pub(crate) fn inputs<A: ClusterApi, C: CloudProvider>(
+/// claims not yet initialized counted as NotReady, claims being deleted as cordoned. Kept
+/// between evaluations: each call rebuilds only the nodes whose Node or NodeClaim object
+/// changed (or all of them when the instance types did) and the pods of nodes whose pods
+/// changed ([`crate::cache::NodePods::version`]); the rest are moved over, not copied.
+#[derive(Debug, Default)]
+pub(crate) struct KeptInputs {
+    inputs: Inputs,
+    /// Per entry of `inputs.nodes`: the cache's Node and NodeClaim it was built from (held,
+    /// so an address compared is never one reused).
+    from: Vec<(Arc<Node>, Option<Arc<NodeClaim>>)>,
+    /// The instance types `inputs.nodes` were priced with.
+    types: Vec<InstanceType>,
+    /// Per node with pods, in name order as `inputs.pods` holds them: its name, the cache's
+    /// version of its pods, how many.
+    chunks: Vec<(String, u64, usize)>,
+}
+
+impl KeptInputs {
+    /// The inputs for the cluster as the cache has it now.
+    pub fn refresh<A: ClusterApi, C: CloudProvider>(
+        &mut self,
+        cx: &Ctx<'_, A, C>,
+        types: &[InstanceType],
+    ) -> &Inputs {
+        let cache = cx.cache();
+        let epoch = cx.config.epoch_unix;
+        if self.types != types {
+            self.types = types.to_vec();
+            self.inputs.nodes.clear();
+            self.from.clear();
+        }
+        let mut nodes = Vec::with_capacity(cache.node_count());
+        let mut from = Vec::with_capacity(cache.node_count());
+        let mut old = std::mem::take(&mut self.inputs.nodes)
+            .into_iter()
+            .zip(std::mem::take(&mut self.from))
+            .peekable();
+        for n in cache.nodes() {
+            let claim = cache.claim_of_node(n);
+            while old.next_if(|(i, _)| i.node.name < n.name).is_some() {}
+            let kept = old.next_if(|(i, _)| i.node.name == n.name).filter(|(_, (node, c))| {
+                Arc::ptr_eq(node, n)
+                    && match (c, claim) {
+                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                        (a, b) => a.is_none() && b.is_none(),
+                    }
+            });
+            let (mut info, built_from) = kept.unwrap_or_else(|| {
+                let mut info = NodeInfo::from_node(n.clone(), types);
+                match claim {
+                    Some(c) => info.apply_claim(c, epoch),
+                    None => info.nodepool = None,
+                }
+                (info, (n.clone(), claim.cloned()))
+            });
+            // What changes while the Node and its NodeClaim do not.
+            info.last_pod_event = claim
+                .and_then(|_| cx.s.pod_events.last(&n.name))
+                .map(|t| epoch + t);
+            info.provider_drift = claim
+                .and_then(|c| c.status.provider_id.as_ref())
+                .and_then(|pid| cx.s.provider_drift.get(pid).cloned());
+            // Whether its type is still offered is not known while the provider cannot list
+            // the NodePool's types (or before the first listing).
+            info.types_unknown = types.is_empty()
+                || info
+                    .nodepool
+                    .as_ref()
+                    .is_some_and(|p| cx.s.catalog.failed(p).is_some());
+            nodes.push(info);
+            from.push(built_from);
+        }
+        drop(old);
+        // The pods grouped by node in name order, as the nodes are: each pod's node index by
+        // walking the two together.
+        let most = cache.pod_count();
+        let mut pods = Vec::with_capacity(most);
+        let mut pod_nodes = Vec::with_capacity(most);
+        let mut pod_pdbs = Vec::with_capacity(most);
+        let mut chunks = Vec::with_capacity(self.chunks.len());
+        let mut old_chunks = std::mem::take(&mut self.chunks).into_iter().peekable();
+        let mut old_pods = std::mem::take(&mut self.inputs.pods)
+            .into_iter()
+            .zip(std::mem::take(&mut self.inputs.pod_pdbs));
+        let skip = |old: &mut dyn Iterator<Item = _>, len: usize| {
+            if len > 0 {
+                old.nth(len - 1);
+            }
+        };
+        let mut at = 0;
+        for (node, on) in cache.pods_by_node() {
+            while let Some((_, _, len)) = old_chunks.next_if(|(n, _, _)| n.as_str() < node) {
+                skip(&mut old_pods, len);
+            }
+            let name = match old_chunks.next_if(|(n, _, _)| n == node) {
+                Some((n, version, len)) if version == on.version() && len == on.len() => {
+                    for (p, b) in old_pods.by_ref().take(len) {
+                        pods.push(p);
+                        pod_pdbs.push(b);
+                    }
+                    n
+                }
+                was => {
+                    let name = match was {
+                        Some((n, _, len)) => {
+                            skip(&mut old_pods, len);
+                            n
+                        }
+                        None => node.to_string(),
+                    };
+                    for (p, b) in on.pods_with_pdbs() {
+                        pods.push(p.clone());
+                        pod_pdbs.push(b.clone());
+                    }
+                    name
+                }
+            };
+            while at < nodes.len() && nodes[at].node.name.as_str() < node {
+                at += 1;
+            }
+            let index = (at < nodes.len() && nodes[at].node.name == node).then_some(at);
+            pod_nodes.extend(std::iter::repeat_n(index, on.len()));
+            chunks.push((name, on.version(), on.len()));
+        }
+        drop(old_chunks);
+        self.chunks = chunks;
+        self.from = from;
+        self.inputs = Inputs {
+            nodes,
+            pods,
+            pod_nodes,
+            pod_pdbs,
+            pdbs: cache.pdbs().map(|p| Pdb::clone(p)).collect(),
+            nodepools: cache.nodepool_list(),
+            daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),
+            spot_to_spot: cx.config.spot_to_spot_consolidation,
+            ignore_preferences: cx.config.ignore_preferences,
+        };
+        debug_assert_eq!(
+            self.inputs.fingerprint(),
+            inputs(cx, types).fingerprint(),
+            "the kept inputs differ from ones built from scratch"
+        );
+        &self.inputs
+    }
+}
+
+/// [`KeptInputs::refresh`] from nothing, as it was done before the inputs were kept: the
+/// debug builds' check of every refresh.
+fn inputs<A: ClusterApi, C: CloudProvider>(
     cx: &Ctx<'_, A, C>,
     types: &[InstanceType],
 ) -> Inputs {
@@ -280,7 +441,9 @@ impl Disruption {
             }
         }
         let types = instance_types(cx, now).await;
-        let d = inputs(cx, &types);
+        // Taken out while the engine reads it (the loop goes on with `cx`), put back below.
+        let mut kept = std::mem::take(&mut cx.s.disruption_inputs);
+        let d = kept.refresh(cx, &types);
         cx.s.work.evaluated = Some(d.nodes.len());
         let started = cx.clock.now();
         let eval = capstan_disrupt::evaluate(d.input(&types, cx.config.epoch_unix + now));
@@ -296,6 +459,7 @@ impl Disruption {
             "disruption evaluation"
         );
         let Some(mut cmd) = eval.commands.into_iter().next() else {
+            cx.s.disruption_inputs = kept;
             self.proposed = None;
             self.quiet = Some((cx.cache().generation(), now));
             return;
@@ -316,6 +480,7 @@ impl Disruption {
                     .sum();
             }
         }
+        cx.s.disruption_inputs = kept;
         match validate(
             self.proposed.as_ref(),
             &cmd,

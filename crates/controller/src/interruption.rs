@@ -9,7 +9,7 @@
 use crate::api::ClusterApi;
 use crate::catalog::instance_types;
 use crate::context::Ctx;
-use crate::disruption::{Disruption, inputs, launch_replacement};
+use crate::disruption::{Disruption, launch_replacement};
 use crate::{Action, secs};
 use capstan_cloud::{CloudProvider, InstanceState, InterruptionEvent, OfferingKey};
 use capstan_model::NodeClaim;
@@ -108,9 +108,12 @@ pub(crate) async fn reconcile<A: ClusterApi, C: CloudProvider>(
                     handled.push(ev);
                     continue;
                 }
-                let d = inputs(cx, &types);
+                let mut kept = std::mem::take(&mut cx.s.disruption_inputs);
+                let d = kept.refresh(cx, &types);
                 let input = d.input(&types, cx.config.epoch_unix + now);
-                if let Ok(Some(cmd)) = capstan_disrupt::rebalance(input, &node) {
+                let cmd = capstan_disrupt::rebalance(input, &node);
+                cx.s.disruption_inputs = kept;
+                if let Ok(Some(cmd)) = cmd {
                     cx.record(
                         now,
                         Action::Interrupted {
@@ -194,9 +197,12 @@ async fn replace<A: ClusterApi, C: CloudProvider>(
 ) -> bool {
     if let Some(node) = claim.status.node_name.clone() {
         let types = instance_types(cx, now).await;
-        let d = inputs(cx, &types);
+        let mut kept = std::mem::take(&mut cx.s.disruption_inputs);
+        let d = kept.refresh(cx, &types);
         let input = d.input(&types, cx.config.epoch_unix + now);
-        if let Some(cmd) = capstan_disrupt::interruption(input, &node, reason, deadline - now) {
+        let cmd = capstan_disrupt::interruption(input, &node, reason, deadline - now);
+        cx.s.disruption_inputs = kept;
+        if let Some(cmd) = cmd {
             for r in &cmd.replacements {
                 launch_replacement(cx, reason, r, &types).await;
             }

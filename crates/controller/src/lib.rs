@@ -493,6 +493,7 @@ impl<A: ClusterApi, C: CloudProvider> Controller<A, C> {
         self.shared.nominations.clear();
         self.shared.unservable.clear();
         self.shared.pod_events = Default::default();
+        self.shared.disruption_inputs = Default::default();
         self.launcher.forget();
         self.lifecycle = lifecycle::Lifecycle::default();
         self.provisioner = provisioning::Provisioner::default();

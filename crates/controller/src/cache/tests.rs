@@ -343,6 +343,17 @@ proptest! {
                 })
                 .collect()
         }
+        // Each node with pods: its version, and what its pods yield (pod `Arc`s and PDBs).
+        type Yielded = BTreeMap<String, (u64, Vec<(usize, Vec<usize>)>)>;
+        fn yielded(c: &Cache) -> Yielded {
+            c.pods_by_node()
+                .map(|(n, on)| {
+                    let pods = on.pods_with_pdbs().map(|(p, b)| (Arc::as_ptr(p) as usize, b.to_vec())).collect();
+                    (n.to_string(), (on.version(), pods))
+                })
+                .collect()
+        }
+        let mut pods_before = yielded(&c);
         for (rv, s) in steps.into_iter().enumerate() {
             let rv = rv as u64 + 1;
             let before = facts(&c);
@@ -421,6 +432,16 @@ proptest! {
                     prop_assert!(touched.contains(name.as_str()), "claim {} changed unnoted: {:?} -> {:?}", name, before.get(name), after.get(name));
                 }
             }
+            // A version unchanged by the step: the same pod `Arc`s, with the same PDBs.
+            let pods_after = yielded(&c);
+            for (n, (version, pods)) in &pods_after {
+                if let Some((old_version, old_pods)) = pods_before.get(n) {
+                    if old_version == version {
+                        prop_assert_eq!(old_pods, pods, "node {}'s pods changed, its version did not", n);
+                    }
+                }
+            }
+            pods_before = pods_after;
             let now = c.counters();
             prop_assert!(now.generation >= last.generation && now.pod_generation >= last.pod_generation
                 && now.freed >= last.freed && now.node_generation >= last.node_generation,
