@@ -120,6 +120,11 @@ impl NodePods {
         self.pods.values().map(|b| (&b.pod, &b.pdbs))
     }
 
+    /// Which pods (by uid and key) they are: [`Cache::pods_fingerprint`].
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
     /// How many pods.
     pub fn len(&self) -> usize {
         self.pods.len()

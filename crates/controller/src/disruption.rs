@@ -124,8 +124,8 @@ impl Inputs {
 /// The engine's view of the cluster: every node priced from its claim (or the catalog),
 /// claims not yet initialized counted as NotReady, claims being deleted as cordoned. Kept
 /// between evaluations: each call rebuilds only the nodes whose Node or NodeClaim object
-/// changed (or all of them when the instance types did) and the pods of nodes whose pods
-/// changed ([`crate::cache::NodePods::version`]); the rest are moved over, not copied.
+/// changed (and prices the rest again when the instance types did) and the pods of nodes
+/// whose pods changed ([`crate::cache::NodePods::version`]); the rest are moved over, not copied.
 #[derive(Debug, Default)]
 pub(crate) struct KeptInputs {
     inputs: Inputs,
@@ -148,10 +148,15 @@ impl KeptInputs {
     ) -> &Inputs {
         let cache = cx.cache();
         let epoch = cx.config.epoch_unix;
-        if self.types != types {
+        // New instance types (offerings and prices change): the nodes kept are priced again,
+        // and looked up again unless the types are listed as before.
+        let types_changed = self.types != types;
+        let same_listing = self.types.len() == types.len()
+            && self.types.iter().zip(types).all(|(a, b)| {
+                a.name == b.name && a.labels.get(labels::NODEPOOL) == b.labels.get(labels::NODEPOOL)
+            });
+        if types_changed {
             self.types = types.to_vec();
-            self.inputs.nodes.clear();
-            self.from.clear();
         }
         let mut nodes = Vec::with_capacity(cache.node_count());
         let mut from = Vec::with_capacity(cache.node_count());
@@ -168,6 +173,15 @@ impl KeptInputs {
                         (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                         (a, b) => a.is_none() && b.is_none(),
                     }
+            });
+            let kept = kept.map(|(mut info, built_from)| {
+                if types_changed {
+                    info.price_from(types, same_listing);
+                    if let Some(c) = claim {
+                        info.claim_price(c);
+                    }
+                }
+                (info, built_from)
             });
             let (mut info, built_from) = kept.unwrap_or_else(|| {
                 let mut info = NodeInfo::from_node(n.clone(), types);
@@ -367,8 +381,8 @@ impl PodEvents {
             return;
         }
         self.seen = Some(generation);
-        for n in cache.nodes() {
-            let h = cache.pods_fingerprint(&n.name);
+        for (n, on) in cache.nodes_with_pods() {
+            let h = on.map_or(0, |on| on.fingerprint());
             match self.nodes.get_mut(n.name.as_str()) {
                 Some((old, since)) => {
                     if *old != h {

@@ -88,40 +88,23 @@ impl NodeInfo {
     pub fn from_node(node: impl Into<std::sync::Arc<Node>>, types: &[InstanceType]) -> NodeInfo {
         let node = node.into();
         let nodepool = node.labels.get(labels::NODEPOOL).cloned();
-        let instance_type = node
-            .labels
-            .get(labels::INSTANCE_TYPE)
-            .and_then(|t| capstan_model::catalog::type_for_pool(types, t, nodepool.as_deref()))
-            .map(|(i, _)| i);
         let capacity_type = node
             .labels
             .get(labels::CAPACITY_TYPE)
             .cloned()
             .unwrap_or_else(|| labels::CAPACITY_ON_DEMAND.into());
         let zone = node.labels.get(labels::ZONE).cloned().unwrap_or_default();
-        let price = instance_type
-            .map(|t| {
-                let offerings = &types[t].offerings;
-                offerings
-                    .iter()
-                    .find(|o| o.zone == zone && o.capacity_type == capacity_type)
-                    .or_else(|| offerings.iter().find(|o| o.capacity_type == capacity_type))
-                    .or_else(|| offerings.first())
-                    .map(|o| o.price)
-                    .unwrap_or(0.0)
-            })
-            .unwrap_or(0.0);
         let created = node
             .created
             .as_deref()
             .and_then(capstan_model::time::parse_rfc3339);
-        NodeInfo {
+        let mut info = NodeInfo {
             node,
             nodepool,
-            instance_type,
+            instance_type: None,
             capacity_type,
             zone,
-            price,
+            price: 0.0,
             created,
             provider_drift: None,
             last_pod_event: None,
@@ -130,7 +113,38 @@ impl NodeInfo {
             drifted_at: None,
             expire_after: None,
             types_unknown: false,
+        };
+        info.price_from(types, false);
+        info
+    }
+
+    /// The node's instance type in `types` (by its labels) and its price there: all that
+    /// [`NodeInfo::from_node`] reads of the types. `same_listing`: the types are the ones
+    /// the node was priced with, or others listed alike (the same names and NodePool labels
+    /// in the same order), so its index stands and only the price is read again.
+    pub fn price_from(&mut self, types: &[InstanceType], same_listing: bool) {
+        if !same_listing {
+            let pool = self.node.labels.get(labels::NODEPOOL).map(String::as_str);
+            self.instance_type = self
+                .node
+                .labels
+                .get(labels::INSTANCE_TYPE)
+                .and_then(|t| capstan_model::catalog::type_for_pool(types, t, pool))
+                .map(|(i, _)| i);
         }
+        self.price = self
+            .instance_type
+            .map(|t| {
+                let offerings = &types[t].offerings;
+                offerings
+                    .iter()
+                    .find(|o| o.zone == self.zone && o.capacity_type == self.capacity_type)
+                    .or_else(|| offerings.iter().find(|o| o.capacity_type == self.capacity_type))
+                    .or_else(|| offerings.first())
+                    .map(|o| o.price)
+                    .unwrap_or(0.0)
+            })
+            .unwrap_or(0.0);
     }
 
     /// When the node expires: its NodeClaim's `expireAfter`, else its NodePool's (`None`:
@@ -145,9 +159,7 @@ impl NodeInfo {
     /// the budget check reads), NotReady until then (it takes no moved pods), and going once
     /// the claim is being deleted. `epoch_unix` turns the claim's clock seconds into Unix ones.
     pub fn apply_claim(&mut self, claim: &capstan_model::NodeClaim, epoch_unix: f64) {
-        if claim.status.price > 0.0 {
-            self.price = claim.status.price;
-        }
+        self.claim_price(claim);
         self.created = Some(epoch_unix + claim.created);
         self.initialized = claim.status.initialized() && self.node.labelled_initialized();
         if !claim.status.initialized() {
@@ -157,6 +169,14 @@ impl NodeInfo {
             let node = std::sync::Arc::make_mut(&mut self.node);
             node.unschedulable = true;
             node.deleting = true;
+        }
+    }
+
+    /// The price the node's NodeClaim says it was bought at, where it says one: over the
+    /// catalog's ([`NodeInfo::apply_claim`] and, after [`NodeInfo::price_from`], again).
+    pub fn claim_price(&mut self, claim: &capstan_model::NodeClaim) {
+        if claim.status.price > 0.0 {
+            self.price = claim.status.price;
         }
     }
 
