@@ -221,14 +221,20 @@ impl Sim {
 
     /// Claims the cloud runs more than one instance for: each counted once.
     fn check_double_launches(&mut self, now: f64) {
-        let per_claim: BTreeMap<String, usize> = self.cloud.inner.live_instances(|i| {
-            let mut m = BTreeMap::new();
+        // Claims with more than one live instance, in name order: counted by borrowed name,
+        // only those copied out.
+        let doubles: BTreeMap<String, usize> = self.cloud.inner.live_instances(|i| {
+            let mut m: std::collections::HashMap<&str, usize, foldhash::fast::FixedState> =
+                Default::default();
             for inst in i {
-                *m.entry(inst.claim_name.clone()).or_insert(0) += 1;
+                *m.entry(inst.claim_name.as_str()).or_insert(0) += 1;
             }
-            m
+            m.into_iter()
+                .filter(|&(_, n)| n > 1)
+                .map(|(c, n)| (c.to_string(), n))
+                .collect()
         });
-        for (claim, n) in per_claim {
+        for (claim, n) in doubles {
             if n > 1 && self.double_launched.insert(claim.clone()) {
                 self.summary.double_launches += 1;
                 self.event(now, "violation", format!("{claim} runs {n} instances"));
