@@ -245,6 +245,11 @@ pub struct Cache {
     claim_by_provider: Hashed<String, String>,
     /// Node name → the claims whose status names it.
     claims_by_node: Hashed<String, BTreeSet<String>>,
+    /// Node name → the claim it belongs to ([`Cache::claim_of_node`]), for the nodes in the
+    /// cache that have one: read alongside the nodes instead of looked up one node at a time.
+    /// Kept by [`Cache::link`] whenever a node, or a claim with its provider id, changes (a
+    /// provider id names one node).
+    claim_of: BTreeMap<String, Arc<NodeClaim>>,
     counters: Counters,
     /// The last [`NodePods::version`] handed out.
     pods_on_version: u64,
@@ -456,12 +461,18 @@ impl Cache {
                 } else {
                     self.deleting_nodes.remove(&key);
                 }
-                self.nodes.insert(key, (meta, n));
+                self.nodes.insert(key.clone(), (meta, n));
+                self.link(&key);
                 self.counters.generation += 1;
                 self.counters.node_generation += 1;
             }
             Object::NodeClaim(c) => {
                 self.claim_journal.push(&key);
+                let old_pid = self
+                    .claims
+                    .get(&key)
+                    .and_then(|o| o.status.provider_id.clone());
+                let new_pid = c.status.provider_id.clone();
                 if let Some(old) = self.claims.get(&key) {
                     if let Some(pid) = &old.status.provider_id {
                         self.claim_by_provider.remove(pid);
@@ -485,6 +496,8 @@ impl Cache {
                     self.deleting_claims.remove(&key);
                 }
                 self.claims.insert(key, (meta, c));
+                self.link_provider(old_pid.as_deref());
+                self.link_provider(new_pid.as_deref());
                 self.counters.generation += 1;
             }
             Object::NodePool(p) => {
@@ -535,6 +548,31 @@ impl Cache {
         }
         if let Some(c) = pid.and_then(|p| self.claim_by_provider.get(p)) {
             self.claim_journal.push(c);
+        }
+    }
+
+    /// Sets node `name`'s entry in `claim_of` from the indexes as they are now.
+    fn link(&mut self, name: &str) {
+        let claim = self
+            .nodes
+            .get(name)
+            .and_then(|n| self.claim_of_node(n))
+            .cloned();
+        match (claim, self.claim_of.get_mut(name)) {
+            (Some(c), Some(linked)) => *linked = c,
+            (Some(c), None) => {
+                self.claim_of.insert(name.to_string(), c);
+            }
+            (None, _) => {
+                self.claim_of.remove(name);
+            }
+        }
+    }
+
+    /// After a claim with provider id `pid` was put or removed: the link of the node with it.
+    fn link_provider(&mut self, pid: Option<&str>) {
+        if let Some(node) = pid.and_then(|p| self.node_by_provider.get(p)).cloned() {
+            self.link(&node);
         }
     }
 
@@ -631,6 +669,7 @@ impl Cache {
                         }
                     }
                 }
+                self.claim_of.remove(key);
             }
             Kind::NodeClaim => {
                 self.claim_journal.push(key);
@@ -644,6 +683,7 @@ impl Cache {
                     if let Some(node) = &c.status.node_name {
                         self.unname_node(node, key);
                     }
+                    self.link_provider(c.status.provider_id.as_deref());
                 }
             }
             Kind::NodePool => {
@@ -890,6 +930,18 @@ impl Cache {
         })
     }
 
+    /// [`Cache::nodes_with_pods`], with each node's claim ([`Cache::claim_of_node`]).
+    pub fn nodes_with_claims_and_pods(
+        &self,
+    ) -> impl Iterator<Item = (&Arc<Node>, Option<&Arc<NodeClaim>>, Option<&NodePods>)> {
+        let mut claims = self.claim_of.iter().peekable();
+        self.nodes_with_pods().map(move |(n, on)| {
+            while claims.next_if(|(k, _)| k.as_str() < n.name.as_str()).is_some() {}
+            let claim = claims.next_if(|(k, _)| **k == n.name).map(|(_, c)| c);
+            (n, claim, on)
+        })
+    }
+
     /// Every active bound pod, grouped by node (in name order).
     pub fn bound_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
         self.pods_on.values().flat_map(|on| on.pods())
@@ -1073,6 +1125,14 @@ impl Cache {
         check(
             "claims_by_node",
             self.claims_by_node == fresh.claims_by_node,
+        )?;
+        let ptr = |c: Option<&Arc<NodeClaim>>| c.map(Arc::as_ptr);
+        check(
+            "claim_of",
+            self.claim_of.len() == self.nodes().filter(|n| self.claim_of_node(n).is_some()).count()
+                && self
+                    .nodes_with_claims_and_pods()
+                    .all(|(n, c, _)| ptr(c) == ptr(self.claim_of_node(n))),
         )
     }
 }

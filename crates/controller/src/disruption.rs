@@ -164,8 +164,7 @@ impl KeptInputs {
             .into_iter()
             .zip(std::mem::take(&mut self.from))
             .peekable();
-        for n in cache.nodes() {
-            let claim = cache.claim_of_node(n);
+        for (n, claim, _) in cache.nodes_with_claims_and_pods() {
             while old.next_if(|(i, _)| i.node.name < n.name).is_some() {}
             let kept = old.next_if(|(i, _)| i.node.name == n.name).filter(|(_, (node, c))| {
                 Arc::ptr_eq(node, n)

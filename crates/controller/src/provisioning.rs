@@ -779,13 +779,13 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
         .iter()
         .filter_map(|k| cache.pod(k)?.node_name.as_deref())
         .collect();
-    for (n, on) in cache.nodes_with_pods() {
+    for (n, claim, on) in cache.nodes_with_claims_and_pods() {
         let pool = n.labels.get(labels::NODEPOOL).map(String::as_str);
         // A node still coming up takes pods as it will be once initialized, as in Karpenter,
         // after the initialized ones.
         let used = on.map_or(&none, |on| on.used());
         // A deleting node takes no pods; the pods moving off it are planned, not counted here.
-        let claim = cache.claim_of_node(n).map(|c| &**c);
+        let claim = claim.map(|c| &**c);
         let some_move = moving_from.contains(n.name.as_str());
         let pods = on
             .into_iter()
