@@ -936,7 +936,10 @@ impl Cache {
     ) -> impl Iterator<Item = (&Arc<Node>, Option<&Arc<NodeClaim>>, Option<&NodePods>)> {
         let mut claims = self.claim_of.iter().peekable();
         self.nodes_with_pods().map(move |(n, on)| {
-            while claims.next_if(|(k, _)| k.as_str() < n.name.as_str()).is_some() {}
+            while claims
+                .next_if(|(k, _)| k.as_str() < n.name.as_str())
+                .is_some()
+            {}
             let claim = claims.next_if(|(k, _)| **k == n.name).map(|(_, c)| c);
             (n, claim, on)
         })
@@ -1129,7 +1132,11 @@ impl Cache {
         let ptr = |c: Option<&Arc<NodeClaim>>| c.map(Arc::as_ptr);
         check(
             "claim_of",
-            self.claim_of.len() == self.nodes().filter(|n| self.claim_of_node(n).is_some()).count()
+            self.claim_of.len()
+                == self
+                    .nodes()
+                    .filter(|n| self.claim_of_node(n).is_some())
+                    .count()
                 && self
                     .nodes_with_claims_and_pods()
                     .all(|(n, c, _)| ptr(c) == ptr(self.claim_of_node(n))),

@@ -166,13 +166,15 @@ impl KeptInputs {
             .peekable();
         for (n, claim, _) in cache.nodes_with_claims_and_pods() {
             while old.next_if(|(i, _)| i.node.name < n.name).is_some() {}
-            let kept = old.next_if(|(i, _)| i.node.name == n.name).filter(|(_, (node, c))| {
-                Arc::ptr_eq(node, n)
-                    && match (c, claim) {
-                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                        (a, b) => a.is_none() && b.is_none(),
-                    }
-            });
+            let kept = old
+                .next_if(|(i, _)| i.node.name == n.name)
+                .filter(|(_, (node, c))| {
+                    Arc::ptr_eq(node, n)
+                        && match (c, claim) {
+                            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                            (a, b) => a.is_none() && b.is_none(),
+                        }
+                });
             let kept = kept.map(|(mut info, built_from)| {
                 if types_changed {
                     info.price_from(types, same_listing);
@@ -284,10 +286,7 @@ impl KeptInputs {
 
 /// [`KeptInputs::refresh`] from nothing, as it was done before the inputs were kept: the
 /// debug builds' check of every refresh.
-fn inputs<A: ClusterApi, C: CloudProvider>(
-    cx: &Ctx<'_, A, C>,
-    types: &[InstanceType],
-) -> Inputs {
+fn inputs<A: ClusterApi, C: CloudProvider>(cx: &Ctx<'_, A, C>, types: &[InstanceType]) -> Inputs {
     let cache = cx.cache();
     let mut nodes = Vec::with_capacity(cache.node_count());
     for n in cache.nodes() {
@@ -856,6 +855,141 @@ mod tests {
             drain: vec![],
             drain_seconds: 0.0,
         }
+    }
+
+    #[test]
+    fn kept_inputs_equal_inputs_built_from_scratch_as_nodes_claims_pods_pdbs_and_prices_change() {
+        use crate::api::{Change, Meta, Object};
+        use capstan_model::NodeClaim;
+        use rand::SeedableRng;
+        let clock = capstan_cloud::ManualClock::new();
+        let shared: Arc<dyn capstan_cloud::Clock> = Arc::new(clock);
+        let api = crate::memory::InMemoryApi::new(shared.clone()).client("t");
+        let catalog = capstan_fake_cloud::testkit::small_catalog();
+        let cloud =
+            capstan_fake_cloud::FakeCloud::new(Default::default(), catalog.clone(), shared.clone());
+        let config = crate::Config::default();
+        let mut s = crate::context::Shared::new(rand_chacha::ChaCha8Rng::seed_from_u64(1));
+        let types = catalog.instance_types;
+        let node = |name: &str, t: usize| {
+            let mut n = Node::for_instance_type(&types[t], name, "us-east-1a", "on-demand", "p");
+            n.provider_id = Some(format!("fake://{name}"));
+            Object::Node(Arc::new(n))
+        };
+        let claim = |name: &str, node: &str, price: f64| {
+            let mut c = NodeClaim {
+                name: name.into(),
+                ..Default::default()
+            };
+            c.status.provider_id = Some(format!("fake://{node}"));
+            c.status.node_name = Some(node.into());
+            c.status.price = price;
+            Object::NodeClaim(Arc::new(c))
+        };
+        let pod = |name: &str, node: &str, app: &str| {
+            let mut p = Pod {
+                namespace: "default".into(),
+                name: name.into(),
+                uid: format!("uid-{name}"),
+                node_name: Some(node.into()),
+                phase: capstan_model::pod::PodPhase::Running,
+                ..Default::default()
+            };
+            p.labels.insert("app".into(), app.into());
+            Object::Pod(Arc::new(p))
+        };
+        let pdb = |app: &str| {
+            let labels = BTreeMap::from([("app".to_string(), app.to_string())]);
+            Object::Pdb(Arc::new(Pdb {
+                namespace: "default".into(),
+                name: format!("b-{app}"),
+                selector: Some(capstan_model::selector::LabelSelector::from_match_labels(
+                    &labels,
+                )),
+                min_available: None,
+                max_unavailable: None,
+                always_allow_unhealthy: false,
+            }))
+        };
+        let cheaper = |mut types: Vec<InstanceType>| {
+            for o in &mut types[0].offerings {
+                o.price /= 2.0;
+            }
+            types
+        };
+        let put = |o: Object| Change::Applied(Meta::default(), o);
+        let gone = |kind: Kind, key: &str| Change::Deleted(kind, key.to_string());
+        // (what the step does, the changes, the instance types after it)
+        let steps: Vec<(&str, Vec<Change>, Vec<InstanceType>)> = vec![
+            (
+                "two nodes, one with a claim, and their pods",
+                vec![
+                    put(node("n1", 0)),
+                    put(node("n2", 1)),
+                    put(claim("c1", "n1", 0.5)),
+                    put(pod("a", "n1", "web")),
+                    put(pod("b", "n1", "batch")),
+                    put(pod("c", "n2", "web")),
+                ],
+                types.clone(),
+            ),
+            ("nothing", vec![], types.clone()),
+            (
+                "a pod more on n2",
+                vec![put(pod("d", "n2", "web"))],
+                types.clone(),
+            ),
+            (
+                "n1's claim repriced",
+                vec![put(claim("c1", "n1", 0.25))],
+                types.clone(),
+            ),
+            (
+                "n2 gets a claim",
+                vec![put(claim("c2", "n2", 0.0))],
+                types.clone(),
+            ),
+            (
+                "offerings repriced, listed as before",
+                vec![],
+                cheaper(types.clone()),
+            ),
+            (
+                "a type fewer: listed otherwise",
+                vec![],
+                types[1..].to_vec(),
+            ),
+            ("a PDB for web", vec![put(pdb("web"))], types[1..].to_vec()),
+            (
+                "a pod leaves n1",
+                vec![gone(Kind::Pod, "default/b")],
+                types.clone(),
+            ),
+            (
+                "n1 goes, its pods stay bound to it",
+                vec![gone(Kind::Node, "n1")],
+                types.clone(),
+            ),
+            ("a node between", vec![put(node("n15", 2))], types.clone()),
+            ("c2 goes", vec![gone(Kind::NodeClaim, "c2")], types.clone()),
+        ];
+        let mut kept = KeptInputs::default();
+        for (what, changes, types) in steps {
+            for c in changes {
+                s.cache.apply(c);
+            }
+            let cx = Ctx {
+                api: &api,
+                cloud: &cloud,
+                clock: &*shared,
+                config: &config,
+                s: &mut s,
+            };
+            let got = kept.refresh(&cx, &types).fingerprint();
+            assert_eq!(got, inputs(&cx, &types).fingerprint(), "{what}");
+        }
+        assert_eq!(kept.inputs.nodes.len(), 2);
+        assert_eq!(kept.inputs.pods.len(), 3, "a (its node gone), c and d");
     }
 
     #[test]

@@ -139,7 +139,11 @@ impl NodeInfo {
                 offerings
                     .iter()
                     .find(|o| o.zone == self.zone && o.capacity_type == self.capacity_type)
-                    .or_else(|| offerings.iter().find(|o| o.capacity_type == self.capacity_type))
+                    .or_else(|| {
+                        offerings
+                            .iter()
+                            .find(|o| o.capacity_type == self.capacity_type)
+                    })
                     .or_else(|| offerings.first())
                     .map(|o| o.price)
                     .unwrap_or(0.0)
