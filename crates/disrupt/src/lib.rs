@@ -361,6 +361,8 @@ struct Engine<'a> {
     unit_price: Vec<(f64, f64)>,
     /// Per node: its labels as requirements, made when a what-if first needs them.
     node_requirements: Vec<std::cell::OnceCell<Arc<Requirements>>>,
+    /// Per node: [`NodeInfo::disrupting`], read once (every what-if asks it of every node).
+    disrupting: Vec<bool>,
 }
 
 impl<'a> Engine<'a> {
@@ -493,12 +495,14 @@ impl<'a> Engine<'a> {
             .enumerate()
             .map(|(i, p)| p.allowed_from(expected[i], healthy[i]))
             .collect();
+        let disrupting: Vec<bool> = input.nodes.iter().map(NodeInfo::disrupting).collect();
         let free: Vec<capstan_model::Resources> = input
             .nodes
             .iter()
             .zip(&used_all)
-            .map(|(n, used)| {
-                if n.disrupting() {
+            .zip(&disrupting)
+            .map(|((n, used), &disrupting)| {
+                if disrupting {
                     capstan_model::Resources::new()
                 } else {
                     let a = &n.node.allocatable;
@@ -568,6 +572,7 @@ impl<'a> Engine<'a> {
             bound_anti,
             unit_price,
             node_requirements: vec![std::cell::OnceCell::new(); input.nodes.len()],
+            disrupting,
         }
     }
 
@@ -781,7 +786,7 @@ impl<'a> Engine<'a> {
         let mut b = SnapshotBuilder::new(&pending, self.bound_anti);
         b.daemonsets(input.daemonsets.iter().cloned());
         for (i, n) in input.nodes.iter().enumerate() {
-            if gone[i] || self.taken.contains(&i) || n.disrupting() {
+            if gone[i] || self.disrupting[i] || self.taken.contains(&i) {
                 continue;
             }
             let pods = self.pods_on[i].iter().map(|&p| &input.pods[p]);
