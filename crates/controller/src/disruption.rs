@@ -10,7 +10,7 @@ use crate::api::{ClusterApi, EventType, Kind};
 use crate::catalog::instance_types;
 use crate::context::Ctx;
 use capstan_cloud::CloudProvider;
-use capstan_disrupt::{Command, NodeInfo, Replacement, Target};
+use capstan_disrupt::{Command, NodeInfo, PodFacts, Replacement, Target};
 use capstan_model::disruption::Reason;
 use capstan_model::labels::{self, DISRUPTED_TAINT};
 use capstan_model::pdb::Pdb;
@@ -78,6 +78,8 @@ pub(crate) struct Inputs {
     pub pod_nodes: Vec<Option<usize>>,
     /// Per pod: the PDBs (indexes in `pdbs`) that select it, as the cache keeps them.
     pub pod_pdbs: Vec<Arc<[usize]>>,
+    /// Per pod: what the engine's first pass reads of it.
+    pub pod_facts: Vec<PodFacts>,
     pub pdbs: Vec<Pdb>,
     pub nodepools: Vec<NodePool>,
     pub daemonsets: Vec<Pod>,
@@ -89,12 +91,21 @@ impl Inputs {
     /// Everything the engine reads, comparable: each node as it prints, and the pods by
     /// address (the cache's own `Arc`s) with their nodes and PDBs.
     #[allow(clippy::type_complexity)]
-    fn fingerprint(&self) -> (Vec<String>, Vec<usize>, &[Option<usize>], Vec<&[usize]>) {
+    fn fingerprint(
+        &self,
+    ) -> (
+        Vec<String>,
+        Vec<usize>,
+        &[Option<usize>],
+        Vec<&[usize]>,
+        &[PodFacts],
+    ) {
         (
             self.nodes.iter().map(|n| format!("{n:?}")).collect(),
             self.pods.iter().map(|p| Arc::as_ptr(p) as usize).collect(),
             &self.pod_nodes,
             self.pod_pdbs.iter().map(|b| &b[..]).collect(),
+            &self.pod_facts,
         )
     }
 
@@ -116,6 +127,7 @@ impl Inputs {
             known: Some(capstan_disrupt::Known {
                 node: &self.pod_nodes,
                 pdbs: &self.pod_pdbs,
+                facts: Some(&self.pod_facts),
             }),
         }
     }
@@ -218,9 +230,11 @@ impl KeptInputs {
         let mut pod_pdbs = Vec::with_capacity(most);
         let mut chunks = Vec::with_capacity(self.chunks.len());
         let mut old_chunks = std::mem::take(&mut self.chunks).into_iter().peekable();
+        let mut pod_facts = Vec::with_capacity(most);
         let mut old_pods = std::mem::take(&mut self.inputs.pods)
             .into_iter()
-            .zip(std::mem::take(&mut self.inputs.pod_pdbs));
+            .zip(std::mem::take(&mut self.inputs.pod_pdbs))
+            .zip(std::mem::take(&mut self.inputs.pod_facts));
         let skip = |old: &mut dyn Iterator<Item = _>, len: usize| {
             if len > 0 {
                 old.nth(len - 1);
@@ -233,9 +247,10 @@ impl KeptInputs {
             }
             let name = match old_chunks.next_if(|(n, _, _)| n == node) {
                 Some((n, version, len)) if version == on.version() && len == on.len() => {
-                    for (p, b) in old_pods.by_ref().take(len) {
+                    for ((p, b), f) in old_pods.by_ref().take(len) {
                         pods.push(p);
                         pod_pdbs.push(b);
+                        pod_facts.push(f);
                     }
                     n
                 }
@@ -250,6 +265,7 @@ impl KeptInputs {
                     for (p, b) in on.pods_with_pdbs() {
                         pods.push(p.clone());
                         pod_pdbs.push(b.clone());
+                        pod_facts.push(PodFacts::of(p));
                     }
                     name
                 }
@@ -269,6 +285,7 @@ impl KeptInputs {
             pods,
             pod_nodes,
             pod_pdbs,
+            pod_facts,
             pdbs: cache.pdbs().map(|p| Pdb::clone(p)).collect(),
             nodepools: cache.nodepool_list(),
             daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),
@@ -338,11 +355,13 @@ fn inputs<A: ClusterApi, C: CloudProvider>(cx: &Ctx<'_, A, C>, types: &[Instance
         pod_nodes.push(index);
         pod_pdbs.push(pdbs.clone());
     }
+    let pod_facts = pods.iter().map(|p| PodFacts::of(p)).collect();
     Inputs {
         nodes,
         pods,
         pod_nodes,
         pod_pdbs,
+        pod_facts,
         pdbs: cache.pdbs().map(|p| Pdb::clone(p)).collect(),
         nodepools: cache.nodepool_list(),
         daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),

@@ -251,6 +251,68 @@ pub struct Known<'a> {
     /// Per pod: the indexes in [`Input::pdbs`] of the PDBs that select it
     /// ([`Pdb::selects`]).
     pub pdbs: &'a [Arc<[usize]>],
+    /// Per pod: [`PodFacts::of`] it, where the caller keeps them; the engine's first pass
+    /// then reads these instead of every pod.
+    pub facts: Option<&'a [PodFacts]>,
+}
+
+/// What the engine's first pass over the pods reads of each, kept together: a caller that
+/// keeps its inputs between evaluations keeps these too ([`Known::facts`]), and the pass
+/// reads one compact array instead of every pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodFacts {
+    /// [`Pod::is_active`].
+    pub active: bool,
+    /// Has required pod anti-affinity.
+    pub repels: bool,
+    /// [`Pod::reschedulable`].
+    pub reschedulable: bool,
+    /// [`Pdb::healthy`].
+    pub healthy: bool,
+    pub requests: capstan_model::Resources,
+}
+
+impl PodFacts {
+    pub fn of(pod: &Pod) -> PodFacts {
+        PodFacts {
+            active: pod.is_active(),
+            repels: !pod.anti_affinity.is_empty(),
+            reschedulable: pod.reschedulable(),
+            healthy: Pdb::healthy(pod),
+            requests: pod.requests.clone(),
+        }
+    }
+}
+
+/// [`PodFacts`] borrowed, from the caller's or from the pod itself.
+struct Facts<'p> {
+    active: bool,
+    repels: bool,
+    reschedulable: bool,
+    healthy: bool,
+    requests: &'p capstan_model::Resources,
+}
+
+impl<'p> Facts<'p> {
+    fn kept(f: &'p PodFacts) -> Facts<'p> {
+        Facts {
+            active: f.active,
+            repels: f.repels,
+            reschedulable: f.reschedulable,
+            healthy: f.healthy,
+            requests: &f.requests,
+        }
+    }
+
+    fn of(pod: &'p Pod) -> Facts<'p> {
+        Facts {
+            active: pod.is_active(),
+            repels: !pod.anti_affinity.is_empty(),
+            reschedulable: pod.reschedulable(),
+            healthy: Pdb::healthy(pod),
+            requests: &pod.requests,
+        }
+    }
 }
 
 /// A node to launch before the candidates go.
@@ -428,8 +490,17 @@ impl<'a> Engine<'a> {
         if let Some(k) = input.known {
             debug_assert_eq!(k.node.len(), input.pods.len());
             debug_assert_eq!(k.pdbs.len(), input.pods.len());
+            debug_assert!(k.facts.is_none_or(|f| {
+                f.len() == input.pods.len()
+                    && f.iter().zip(input.pods).all(|(f, p)| *f == PodFacts::of(p))
+            }));
         }
+        let facts = input.known.and_then(|k| k.facts);
         for (i, pod) in input.pods.iter().enumerate() {
+            let f = match facts {
+                Some(f) => Facts::kept(&f[i]),
+                None => Facts::of(pod),
+            };
             let set = if let Some(k) = input.known {
                 let a = &k.pdbs[i];
                 *known_sets.entry(a.as_ptr()).or_insert_with(|| {
@@ -457,13 +528,13 @@ impl<'a> Engine<'a> {
                 }
             };
             pdbs_of.push(set);
-            bound_anti |= !pod.anti_affinity.is_empty();
-            if !pod.is_active() {
+            bound_anti |= f.repels;
+            if !f.active {
                 continue;
             }
             for &d in &pdb_sets[set] {
                 expected[d] += 1;
-                healthy[d] += Pdb::healthy(pod) as i64;
+                healthy[d] += f.healthy as i64;
             }
             let at = if let Some(k) = input.known {
                 k.node[i]
@@ -482,9 +553,9 @@ impl<'a> Engine<'a> {
             };
             if let Some(at) = at {
                 pods_on[at].push(i);
-                used_all[at].add(&pod.requests);
-                if pod.reschedulable() {
-                    load[at].add(&pod.requests);
+                used_all[at].add(f.requests);
+                if f.reschedulable {
+                    load[at].add(f.requests);
                     movable_on[at].push(i);
                 }
             }

@@ -115,10 +115,22 @@ fn eval_with(
         known: Some(Known {
             node: &node,
             pdbs: &pdbs,
+            facts: None,
         }),
         ..input
     });
     assert_eq!(worked_out, given, "the same with what is known given");
+    // And with each pod's facts kept, as the controller keeps them.
+    let facts: Vec<PodFacts> = input.pods.iter().map(|p| PodFacts::of(p)).collect();
+    let kept = evaluate(Input {
+        known: Some(Known {
+            node: &node,
+            pdbs: &pdbs,
+            facts: Some(&facts),
+        }),
+        ..input
+    });
+    assert_eq!(worked_out, kept, "the same with the pods' facts given");
     worked_out
 }
 
@@ -187,6 +199,7 @@ fn what_the_caller_knows_of_each_pod_decides_as_what_the_engine_works_out() {
         known: Some(Known {
             node: &node,
             pdbs: &pdbs,
+            facts: None,
         }),
         ..input
     });
@@ -196,6 +209,7 @@ fn what_the_caller_knows_of_each_pod_decides_as_what_the_engine_works_out() {
         known: Some(Known {
             node: &node,
             pdbs: &nothing,
+            facts: None,
         }),
         ..input
     });
