@@ -88,6 +88,19 @@ pub(crate) struct Inputs {
 }
 
 impl Inputs {
+    /// All but the nodes and pods: read from the cache and the configuration each time.
+    fn rest<A: ClusterApi, C: CloudProvider>(cx: &Ctx<'_, A, C>) -> Inputs {
+        let cache = cx.cache();
+        Inputs {
+            pdbs: cache.pdbs().map(|p| Pdb::clone(p)).collect(),
+            nodepools: cache.nodepool_list(),
+            daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),
+            spot_to_spot: cx.config.spot_to_spot_consolidation,
+            ignore_preferences: cx.config.ignore_preferences,
+            ..Inputs::default()
+        }
+    }
+
     /// Everything the engine reads, comparable: each node as it prints, and the pods by
     /// address (the cache's own `Arc`s) with their nodes and PDBs.
     #[allow(clippy::type_complexity)]
@@ -286,11 +299,7 @@ impl KeptInputs {
             pod_nodes,
             pod_pdbs,
             pod_facts,
-            pdbs: cache.pdbs().map(|p| Pdb::clone(p)).collect(),
-            nodepools: cache.nodepool_list(),
-            daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),
-            spot_to_spot: cx.config.spot_to_spot_consolidation,
-            ignore_preferences: cx.config.ignore_preferences,
+            ..Inputs::rest(cx)
         };
         debug_assert_eq!(
             self.inputs.fingerprint(),
@@ -362,11 +371,7 @@ fn inputs<A: ClusterApi, C: CloudProvider>(cx: &Ctx<'_, A, C>, types: &[Instance
         pod_nodes,
         pod_pdbs,
         pod_facts,
-        pdbs: cache.pdbs().map(|p| Pdb::clone(p)).collect(),
-        nodepools: cache.nodepool_list(),
-        daemonsets: cache.daemonsets().map(|p| Pod::clone(p)).collect(),
-        spot_to_spot: cx.config.spot_to_spot_consolidation,
-        ignore_preferences: cx.config.ignore_preferences,
+        ..Inputs::rest(cx)
     }
 }
 
