@@ -247,9 +247,11 @@ pub struct Cache {
     claims_by_node: Hashed<String, BTreeSet<String>>,
     /// Node name → the claim it belongs to ([`Cache::claim_of_node`]), for the nodes in the
     /// cache that have one: read alongside the nodes instead of looked up one node at a time.
-    /// Kept by [`Cache::link`] whenever a node, or a claim with its provider id, changes (a
-    /// provider id names one node).
+    /// Kept by [`Cache::link`] whenever a node, or a claim with its provider id, changes.
     claim_of: BTreeMap<String, Arc<NodeClaim>>,
+    /// Provider id → every node with it (two Node objects may name one instance:
+    /// `node_by_provider` maps to the first by name), so a claim's change relinks each.
+    nodes_with_provider: Hashed<String, BTreeSet<String>>,
     counters: Counters,
     /// The last [`NodePods::version`] handed out.
     pods_on_version: u64,
@@ -450,10 +452,14 @@ impl Cache {
                 self.touch_claims_of_node(&key, old_pid.as_deref());
                 self.touch_claims_of_node(&key, n.provider_id.as_deref());
                 if let Some(pid) = &old_pid {
-                    self.node_by_provider.remove(pid);
+                    self.unprovide(pid, &key);
                 }
                 if let Some(pid) = &n.provider_id {
-                    self.node_by_provider.insert(pid.clone(), key.clone());
+                    self.nodes_with_provider
+                        .entry(pid.clone())
+                        .or_default()
+                        .insert(key.clone());
+                    self.reprovide(pid);
                 }
                 self.dangling.remove(&key);
                 if n.deleting {
@@ -569,10 +575,40 @@ impl Cache {
         }
     }
 
-    /// After a claim with provider id `pid` was put or removed: the link of the node with it.
+    /// After a claim with provider id `pid` was put or removed: the links of the nodes with it.
     fn link_provider(&mut self, pid: Option<&str>) {
-        if let Some(node) = pid.and_then(|p| self.node_by_provider.get(p)).cloned() {
+        let nodes: Vec<String> = pid
+            .and_then(|p| self.nodes_with_provider.get(p))
+            .map(|n| n.iter().cloned().collect())
+            .unwrap_or_default();
+        for node in nodes {
             self.link(&node);
+        }
+    }
+
+    /// Node `node` no longer has provider id `pid`.
+    fn unprovide(&mut self, pid: &str, node: &str) {
+        if let Some(nodes) = self.nodes_with_provider.get_mut(pid) {
+            nodes.remove(node);
+            if nodes.is_empty() {
+                self.nodes_with_provider.remove(pid);
+            }
+        }
+        self.reprovide(pid);
+    }
+
+    /// `node_by_provider` for `pid`: the first node by name with it, whatever order the
+    /// nodes came in.
+    fn reprovide(&mut self, pid: &str) {
+        match self.nodes_with_provider.get(pid).and_then(|n| n.first()) {
+            Some(n) => {
+                if self.node_by_provider.get(pid) != Some(n) {
+                    self.node_by_provider.insert(pid.to_string(), n.clone());
+                }
+            }
+            None => {
+                self.node_by_provider.remove(pid);
+            }
         }
     }
 
@@ -664,9 +700,7 @@ impl Cache {
                 self.touch_claims_of_node(key, old_pid.as_deref());
                 if let Some((_, n)) = self.nodes.remove(key) {
                     if let Some(pid) = &n.provider_id {
-                        if self.node_by_provider.get(pid).is_some_and(|k| k == key) {
-                            self.node_by_provider.remove(pid);
-                        }
+                        self.unprovide(pid, key);
                     }
                 }
                 self.claim_of.remove(key);
@@ -1128,6 +1162,10 @@ impl Cache {
         check(
             "claims_by_node",
             self.claims_by_node == fresh.claims_by_node,
+        )?;
+        check(
+            "nodes_with_provider",
+            self.nodes_with_provider == fresh.nodes_with_provider,
         )?;
         let ptr = |c: Option<&Arc<NodeClaim>>| c.map(Arc::as_ptr);
         check(
