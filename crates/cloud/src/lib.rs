@@ -192,8 +192,8 @@ pub trait CloudProvider: Send + Sync {
     /// Terminates an instance. Terminating a terminated instance succeeds.
     fn delete(&self, provider_id: &str) -> impl Future<Output = Result<(), CloudError>> + Send;
     fn get(&self, provider_id: &str) -> impl Future<Output = Result<Instance, CloudError>> + Send;
-    /// Every live instance capstan owns (for garbage collection of leaks). Shared: a
-    /// provider may hand out the records it keeps without copying them.
+    /// Every live instance capstan owns (for garbage collection of leaks), each once. Shared:
+    /// a provider may hand out the records it keeps without copying them.
     fn list(&self) -> impl Future<Output = Result<Vec<Arc<Instance>>, CloudError>> + Send;
     /// The instance types a NodePool may launch, with offerings and their current availability.
     fn instance_types(

@@ -43,15 +43,20 @@ impl Gc {
                 return;
             }
         };
-        // Looked up once per claim below: hashed, and borrowed from the listing.
-        let mut live: std::collections::HashSet<&str, foldhash::fast::FixedState> =
-            Default::default();
+        // Claims that record a live instance of theirs, and drift reports set this pass: when
+        // they account for every launched claim and every report, no claim's instance is gone
+        // and no report is stale, and nothing needs the set of live provider ids.
+        let mut found = 0;
+        let mut reported = 0;
         for inst in &instances {
             if inst.state == InstanceState::Terminated {
                 continue;
             }
-            live.insert(&inst.provider_id);
-            let owned = owns(cx.cache().claim(&inst.claim_name).map(|c| &**c), inst);
+            let claim = cx.cache().claim(&inst.claim_name);
+            found += claim.is_some_and(|c| {
+                !c.deleting() && c.status.provider_id.as_deref() == Some(&inst.provider_id)
+            }) as usize;
+            let owned = owns(claim.map(|c| &**c), inst);
             if !owned && now - secs(inst.launched_at) > cx.config.gc_grace {
                 if !cx.may_act() {
                     return;
@@ -82,6 +87,7 @@ impl Gc {
                     .await
                 {
                     Ok(Some(d)) => {
+                        reported += 1;
                         cx.s.provider_drift
                             .insert(inst.provider_id.clone(), d.reason);
                     }
@@ -92,6 +98,16 @@ impl Gc {
                 }
             }
         }
+        let gone_or_stale =
+            found != cx.cache().launched_claims() || reported != cx.s.provider_drift.len();
+        if !gone_or_stale {
+            return;
+        }
+        let live: std::collections::HashSet<&str, foldhash::fast::FixedState> = instances
+            .iter()
+            .filter(|i| i.state != InstanceState::Terminated)
+            .map(|i| i.provider_id.as_str())
+            .collect();
         // Claims whose instance is gone.
         let gone: Vec<String> = cx
             .cache()

@@ -280,6 +280,37 @@ fn a_pending_pod_gets_a_claim_that_launches_registers_and_initializes() {
 }
 
 #[test]
+fn a_claim_whose_instance_is_terminated_behind_its_back_starts_its_deletion_at_the_next_collection()
+{
+    block(async {
+        use capstan_cloud::CloudProvider;
+        let mut w = World::new(pool(serde_json::json!({})));
+        w.pending("web-1");
+        w.run_a(12).await;
+        let name = w.claims()[0].name.clone();
+        let pid = w.claims()[0].status.provider_id.clone().expect("launched");
+        // Collections that find every launched claim's instance leave the claims alone.
+        w.run_a(65).await;
+        assert!(w.claims().iter().all(|c| !c.deleting()), "{:?}", w.claims());
+        w.cloud.delete(&pid).await.expect("terminated");
+        w.run_a(31).await;
+        let claim = w.claims().into_iter().find(|c| c.name == name);
+        assert!(
+            claim.as_ref().is_none_or(
+                |c| c.deleting() && c.deletion_reason == Some(Reason::InstanceTerminated)
+            ),
+            "{claim:?}"
+        );
+        assert!(
+            actions(&mut w.a)
+                .iter()
+                .all(|a| !matches!(a, Action::GarbageCollected { .. })),
+            "its instance was not leaked"
+        );
+    });
+}
+
+#[test]
 fn a_node_a_do_not_disrupt_pod_keeps_gets_one_disruption_blocked_event_naming_the_pod() {
     block(async {
         let mut w = World::new(pool(

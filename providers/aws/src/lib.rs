@@ -38,7 +38,7 @@ use capstan_cloud::{
 use capstan_model::awsnodeclass::{AwsNodeClassSpec, MetadataOptions};
 use capstan_model::catalog::{Catalog, CatalogEntry, CatalogFile};
 use capstan_model::{InstanceType, NodePool, labels};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -1415,7 +1415,9 @@ impl CloudProvider for AwsCloud {
     }
 
     async fn list(&self) -> Result<Vec<Arc<Instance>>, CloudError> {
-        let mut out = Vec::new();
+        let mut out: Vec<Arc<Instance>> = Vec::new();
+        // Pages read while instances change may repeat one: it is listed once.
+        let mut seen = HashSet::new();
         let mut pages = self
             // One `tag-key` filter only: moto keeps the last of several with one name.
             .capstan_instances(&["pending", "running", "stopping", "stopped"])
@@ -1426,7 +1428,9 @@ impl CloudProvider for AwsCloud {
             for r in page.reservations() {
                 for i in r.instances() {
                     if let Some(i) = self.instance_from(i) {
-                        out.push(Arc::new(i));
+                        if seen.insert(i.provider_id.clone()) {
+                            out.push(Arc::new(i));
+                        }
                     }
                 }
             }
