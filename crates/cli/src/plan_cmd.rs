@@ -237,7 +237,7 @@ pub fn read_cluster(path: &str, catalog: &Catalog) -> Result<ClusterFile, InputE
             };
             match labels.get(capstan_model::labels::NODEPOOL) {
                 Some(pool) if !capacity.is_zero() && !claim.deleting() => {
-                    snap.counted.push((pool.clone(), capacity.clone()));
+                    snap.count(pool, capacity);
                     tracing::warn!(
                         "{path}: nodeclaim {name}: takes no pods (no known instance-type label \
                          yet); its capacity counts against NodePool {pool}'s limits"

@@ -425,6 +425,8 @@ struct Engine<'a> {
     node_requirements: Vec<std::cell::OnceCell<Arc<Requirements>>>,
     /// Per node: [`NodeInfo::disrupting`], read once (every what-if asks it of every node).
     disrupting: Vec<bool>,
+    /// Per node: its active DaemonSet pods' requests, summed when a what-if first needs them.
+    daemons_used: Vec<std::cell::OnceCell<capstan_model::Resources>>,
 }
 
 impl<'a> Engine<'a> {
@@ -644,6 +646,7 @@ impl<'a> Engine<'a> {
             unit_price,
             node_requirements: vec![std::cell::OnceCell::new(); input.nodes.len()],
             disrupting,
+            daemons_used: vec![std::cell::OnceCell::new(); input.nodes.len()],
         }
     }
 
@@ -861,12 +864,25 @@ impl<'a> Engine<'a> {
                 continue;
             }
             let pods = self.pods_on[i].iter().map(|&p| &input.pods[p]);
-            // A node's labels become requirements once per evaluation, not once per what-if.
-            let reqs = (!b.leaves_out(&n.node, &self.used[i])).then(|| {
+            // A node's labels become requirements, and its DaemonSet pods' requests are
+            // summed, once per evaluation, not once per what-if.
+            let kept = !b.leaves_out(&n.node, &self.used[i]);
+            let reqs = kept.then(|| {
                 self.node_requirements[i]
                     .get_or_init(|| Arc::new(Requirements::from_labels(&n.node.labels)))
             });
-            b.node_with_requirements(&n.node, reqs, n.nodepool.as_deref(), pods, &self.used[i]);
+            let daemons = (kept && b.summarizes()).then(|| {
+                self.daemons_used[i]
+                    .get_or_init(|| capstan_sched::snapshot::daemons_used(pods.clone()))
+            });
+            b.node_with_requirements(
+                &n.node,
+                reqs,
+                n.nodepool.as_deref(),
+                pods,
+                &self.used[i],
+                daemons,
+            );
         }
         let snapshot = b.build();
         let pools: Vec<NodePool> = if launch {

@@ -106,13 +106,32 @@ pub struct Snapshot {
     /// DaemonSets it will run (DaemonSet pods in `pods` count too).
     pub daemons_used: BTreeMap<String, Resources>,
     /// Machines left out of `nodes` (they can take none of the pending pods and nothing
-    /// pending looks at them) that still count against their NodePool's limits:
-    /// (NodePool, capacity).
-    pub counted: Vec<(String, Resources)>,
+    /// pending looks at them) that still count against their NodePool's limits, summed by
+    /// NodePool ([`Snapshot::count`]).
+    pub counted: BTreeMap<String, Counted>,
     /// Nodes of `nodes` still coming up (not initialized): pods are tried on initialized nodes
     /// first, then on these, then on in-flight claims, as Karpenter orders existing nodes, so
     /// a pod that fits both lands where it runs sooner.
     pub coming_up: BTreeSet<String>,
+}
+
+/// Machines of one NodePool left out of a snapshot: how many, and their summed capacity.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counted {
+    pub nodes: i64,
+    pub capacity: Resources,
+}
+
+impl Snapshot {
+    /// Counts a machine left out of `nodes` against its NodePool's limits.
+    pub fn count(&mut self, nodepool: &str, capacity: &Resources) {
+        let c = match self.counted.get_mut(nodepool) {
+            Some(c) => c,
+            None => self.counted.entry(nodepool.to_string()).or_default(),
+        };
+        c.nodes += 1;
+        c.capacity.add(capacity);
+    }
 }
 
 /// The order in which planned NodeClaims are tried for a pod.

@@ -69,11 +69,13 @@ impl SnapshotBuilder {
         pods: impl IntoIterator<Item = &'p Arc<Pod>>,
         used: &Resources,
     ) {
-        self.node_with_requirements(node, None, nodepool, pods, used);
+        self.node_with_requirements(node, None, nodepool, pods, used, None);
     }
 
     /// [`SnapshotBuilder::node`], with the node's labels already made requirements
-    /// (`Requirements::from_labels`) by a caller that builds many snapshots of one cluster.
+    /// (`Requirements::from_labels`) and, when bound pods are summarized, the requests of
+    /// its active DaemonSet pods (`daemons`) already summed, by a caller that builds many
+    /// snapshots of one cluster.
     pub fn node_with_requirements<'p>(
         &mut self,
         node: &Arc<Node>,
@@ -81,24 +83,20 @@ impl SnapshotBuilder {
         nodepool: Option<&str>,
         pods: impl IntoIterator<Item = &'p Arc<Pod>>,
         used: &Resources,
+        daemons: Option<&Resources>,
     ) {
         if self.summarize {
             if self.full(node, used) {
                 if let Some(pool) = nodepool {
-                    self.snapshot
-                        .counted
-                        .push((pool.to_string(), node.capacity_or_allocatable().clone()));
+                    self.snapshot.count(pool, node.capacity_or_allocatable());
                 }
                 return;
             }
             self.snapshot.used.insert(node.name.clone(), used.clone());
-            let mut daemons = Resources::new();
-            for p in pods
-                .into_iter()
-                .filter(|p| p.is_active() && p.is_daemonset_pod())
-            {
-                daemons.add(&p.requests);
-            }
+            let daemons = match daemons {
+                Some(summed) => summed.clone(),
+                None => daemons_used(pods),
+            };
             if !daemons.is_zero() {
                 self.snapshot
                     .daemons_used
@@ -150,9 +148,7 @@ impl SnapshotBuilder {
     /// A machine left out for the caller's own reasons that still counts against its
     /// NodePool's limits.
     pub fn counted(&mut self, nodepool: &str, capacity: &Resources) {
-        self.snapshot
-            .counted
-            .push((nodepool.to_string(), capacity.clone()));
+        self.snapshot.count(nodepool, capacity);
     }
 
     pub fn daemonsets(&mut self, templates: impl IntoIterator<Item = Pod>) {
@@ -162,6 +158,19 @@ impl SnapshotBuilder {
     pub fn build(self) -> Snapshot {
         self.snapshot
     }
+}
+
+/// The summed requests of the active DaemonSet pods among `pods`: what
+/// [`Snapshot::daemons_used`] holds for their node.
+pub fn daemons_used<'p>(pods: impl IntoIterator<Item = &'p Arc<Pod>>) -> Resources {
+    let mut daemons = Resources::new();
+    for p in pods
+        .into_iter()
+        .filter(|p| p.is_active() && p.is_daemonset_pod())
+    {
+        daemons.add(&p.requests);
+    }
+    daemons
 }
 
 #[cfg(test)]
@@ -216,10 +225,10 @@ mod tests {
         );
         assert!(s.pods.is_empty(), "summarized: no pods copied");
         assert_eq!(
-            s.counted.len(),
-            1,
+            s.counted["default"].nodes, 1,
             "the full node still counts against limits"
         );
+        assert_eq!(s.counted["default"].capacity.cpu, 4000);
         assert_eq!(s.used["roomy"].cpu, 0);
     }
 
@@ -240,6 +249,50 @@ mod tests {
         assert_eq!(s.nodes.len(), 1);
         assert_eq!(s.pods.len(), 1);
         assert!(s.counted.is_empty());
+    }
+
+    #[test]
+    fn a_nodes_daemonset_requests_given_summed_go_in_as_summing_its_pods_would() {
+        let daemon = |name: &str, cpu: i64, done: bool| {
+            let mut p = Pod::clone(&pod(name, cpu, Some("n")));
+            p.owner_kind = Some("DaemonSet".into());
+            if done {
+                p.phase = capstan_model::pod::PodPhase::Succeeded;
+            }
+            Arc::new(p)
+        };
+        let cases: [(&str, Vec<Arc<Pod>>, i64); 4] = [
+            ("no pods", vec![], 0),
+            ("a plain pod only", vec![pod("web", 300, Some("n"))], 0),
+            (
+                "a daemon and a plain pod",
+                vec![daemon("ds", 200, false), pod("web", 300, Some("n"))],
+                200,
+            ),
+            (
+                "a finished daemon pod counts for nothing",
+                vec![daemon("ds", 200, false), daemon("old", 900, true)],
+                200,
+            ),
+        ];
+        for (case, bound, want) in cases {
+            let pending = [pod("p", 100, None)];
+            let summed = daemons_used(&bound);
+            assert_eq!(summed.cpu, want, "{case}");
+            let build = |given: Option<&Resources>| {
+                let mut b = SnapshotBuilder::new(&pending, false);
+                b.node_with_requirements(
+                    &node("n", 4000),
+                    None,
+                    None,
+                    &bound,
+                    &used(500, 2),
+                    given,
+                );
+                b.build().daemons_used
+            };
+            assert_eq!(build(Some(&summed)), build(None), "{case}");
+        }
     }
 
     #[test]

@@ -445,26 +445,25 @@ impl<'a> Solver<'a> {
                     .nodes
                     .iter()
                     .filter(|n| mine(&n.labels))
-                    .map(|n| n.capacity_or_allocatable())
+                    .map(|n| (1, n.capacity_or_allocatable()))
                     .chain(
                         input
                             .snapshot
                             .inflight
                             .iter()
                             .filter(|c| c.nodepool == p.name)
-                            .map(|c| &c.capacity),
+                            .map(|c| (1, &c.capacity)),
                     )
                     .chain(
                         input
                             .snapshot
                             .counted
-                            .iter()
-                            .filter(|(pool, _)| *pool == p.name)
-                            .map(|(_, c)| c),
+                            .get(&p.name)
+                            .map(|c| (c.nodes, &c.capacity)),
                     );
-                for cap in used {
+                for (nodes, cap) in used {
                     for (k, v) in left.iter_mut() {
-                        *v -= if k == "nodes" { 1 } else { cap.get(k) };
+                        *v -= if k == "nodes" { nodes } else { cap.get(k) };
                     }
                 }
                 Some(left)

@@ -1663,7 +1663,7 @@ fn machines_left_out_of_a_snapshot_still_count_against_nodepool_limits() {
     assert_eq!(plan.new_claims.len(), 1, "room under the limit");
     let mut full = capstan_model::Resources::new();
     full.cpu = 8000;
-    w.snapshot.counted.push(("default".into(), full));
+    w.snapshot.count("default", &full);
     let plan = w.solve(&[plain("a", 2000, 512)]);
     assert!(plan.new_claims.is_empty());
     assert_eq!(plan.unschedulable.len(), 1);
