@@ -205,6 +205,20 @@ pub trait CloudProvider: Send + Sync {
         &self,
         instance: &Instance,
     ) -> impl Future<Output = Result<Option<Drift>, CloudError>> + Send;
+    /// [`CloudProvider::is_drifted`] of each instance, in order: garbage collection asks it
+    /// of every instance it owns, and a provider may answer them together.
+    fn drift_of(
+        &self,
+        instances: &[&Instance],
+    ) -> impl Future<Output = Vec<Result<Option<Drift>, CloudError>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(instances.len());
+            for i in instances {
+                out.push(self.is_drifted(i).await);
+            }
+            out
+        }
+    }
     /// Node conditions that mean the node should be replaced.
     fn repair_policies(&self) -> Vec<RepairPolicy>;
     /// Interruption events not yet acknowledged, oldest first. As with an SQS queue, a

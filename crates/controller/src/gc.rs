@@ -18,6 +18,38 @@ pub fn owns(claim: Option<&NodeClaim>, inst: &Instance) -> bool {
     })
 }
 
+/// Asks the cloud whether each owned instance drifted and keeps the answers for the
+/// disruption engine (an instance it cannot answer for keeps its last one); how many drifted.
+async fn note_drift<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    owned: &[&Instance],
+) -> usize {
+    if owned.is_empty() {
+        return 0;
+    }
+    let answers = cx
+        .cloud_call("disruption", "IsDrifted", async {
+            Ok(cx.cloud.drift_of(owned).await)
+        })
+        .await
+        .unwrap_or_default();
+    let mut reported = 0;
+    for (inst, answer) in owned.iter().zip(answers) {
+        match answer {
+            Ok(Some(d)) => {
+                reported += 1;
+                cx.s.provider_drift
+                    .insert(inst.provider_id.clone(), d.reason);
+            }
+            Ok(None) => {
+                cx.s.provider_drift.remove(&inst.provider_id);
+            }
+            Err(_) => {}
+        }
+    }
+    reported
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Gc {
     next_at: f64,
@@ -47,7 +79,8 @@ impl Gc {
         // they account for every launched claim and every report, no claim's instance is gone
         // and no report is stale, and nothing needs the set of live provider ids.
         let mut found = 0;
-        let mut reported = 0;
+        // The instances claims own, asked about drift together after the loop.
+        let mut owned_now: Vec<&Instance> = Vec::new();
         for inst in &instances {
             if inst.state == InstanceState::Terminated {
                 continue;
@@ -59,6 +92,7 @@ impl Gc {
             let owned = owns(claim.map(|c| &**c), inst);
             if !owned && now - secs(inst.launched_at) > cx.config.gc_grace {
                 if !cx.may_act() {
+                    note_drift(cx, &owned_now).await;
                     return;
                 }
                 match cx
@@ -82,22 +116,10 @@ impl Gc {
                 continue;
             }
             if owned {
-                match cx
-                    .cloud_call("disruption", "IsDrifted", cx.cloud.is_drifted(inst))
-                    .await
-                {
-                    Ok(Some(d)) => {
-                        reported += 1;
-                        cx.s.provider_drift
-                            .insert(inst.provider_id.clone(), d.reason);
-                    }
-                    Ok(None) => {
-                        cx.s.provider_drift.remove(&inst.provider_id);
-                    }
-                    Err(_) => {}
-                }
+                owned_now.push(inst);
             }
         }
+        let reported = note_drift(cx, &owned_now).await;
         let gone_or_stale =
             found != cx.cache().launched_claims() || reported != cx.s.provider_drift.len();
         if !gone_or_stale {

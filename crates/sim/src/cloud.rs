@@ -70,6 +70,9 @@ impl CloudProvider for SimCloud {
     async fn is_drifted(&self, instance: &Instance) -> Result<Option<Drift>, CloudError> {
         self.inner.is_drifted(instance).await
     }
+    async fn drift_of(&self, instances: &[&Instance]) -> Vec<Result<Option<Drift>, CloudError>> {
+        self.inner.drift_of(instances).await
+    }
     fn repair_policies(&self) -> Vec<RepairPolicy> {
         self.inner.repair_policies()
     }

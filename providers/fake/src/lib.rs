@@ -227,6 +227,32 @@ impl FakeCloud {
         }
     }
 
+    /// Whether an instance drifted: launched with an older image generation, or in a zone no
+    /// longer offered.
+    fn drift(&self, st: &State, instance: &Instance) -> Result<Option<Drift>, CloudError> {
+        let launched = st
+            .images
+            .get(&instance.provider_id)
+            .copied()
+            .ok_or_else(|| CloudError::NotFound {
+                provider_id: instance.provider_id.clone(),
+            })?;
+        if launched != st.image {
+            return Ok(Some(Drift {
+                reason: format!(
+                    "image generation {launched} is not the current {}",
+                    st.image
+                ),
+            }));
+        }
+        if !self.inner.zones.contains(&instance.zone) {
+            return Ok(Some(Drift {
+                reason: format!("zone {} is no longer offered", instance.zone),
+            }));
+        }
+        Ok(None)
+    }
+
     /// Runs `f` over the instances that are not terminated, without copying them.
     pub fn live_instances<R>(
         &self,
@@ -853,27 +879,12 @@ impl CloudProvider for FakeCloud {
 
     async fn is_drifted(&self, instance: &Instance) -> Result<Option<Drift>, CloudError> {
         let st = self.inner.state.lock().expect("fake cloud state");
-        let launched = st
-            .images
-            .get(&instance.provider_id)
-            .copied()
-            .ok_or_else(|| CloudError::NotFound {
-                provider_id: instance.provider_id.clone(),
-            })?;
-        if launched != st.image {
-            return Ok(Some(Drift {
-                reason: format!(
-                    "image generation {launched} is not the current {}",
-                    st.image
-                ),
-            }));
-        }
-        if !self.inner.zones.contains(&instance.zone) {
-            return Ok(Some(Drift {
-                reason: format!("zone {} is no longer offered", instance.zone),
-            }));
-        }
-        Ok(None)
+        self.drift(&st, instance)
+    }
+
+    async fn drift_of(&self, instances: &[&Instance]) -> Vec<Result<Option<Drift>, CloudError>> {
+        let st = self.inner.state.lock().expect("fake cloud state");
+        instances.iter().map(|i| self.drift(&st, i)).collect()
     }
 
     fn repair_policies(&self) -> Vec<RepairPolicy> {

@@ -402,6 +402,15 @@ fn a_new_image_drifts_older_instances() {
     let new = block_on(c.create(&request("new", &["m7i.large"]))).unwrap();
     assert!(block_on(c.is_drifted(&old)).unwrap().is_some());
     assert_eq!(block_on(c.is_drifted(&new)).unwrap(), None);
+    // Asked together, each gets the answer it gets alone; one the cloud never launched
+    // is not found.
+    let mut stranger = new.clone();
+    stranger.provider_id = "fake:///x/i-404".into();
+    let all = block_on(c.drift_of(&[&old, &new, &stranger]));
+    assert_eq!(all[0], block_on(c.is_drifted(&old)));
+    assert_eq!(all[1], Ok(None));
+    assert!(matches!(all[2], Err(CloudError::NotFound { .. })));
+    assert_eq!(all.len(), 3);
 }
 
 #[test]
