@@ -762,6 +762,20 @@ fn expendable(cache: &Cache, config: &Config) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// A node's NodePool if the builder leaves the node out: it reads the pool only to count
+/// such a node against the pool's limits, so the label lookup is skipped for the others.
+fn pool_if_left_out<'n>(
+    b: &SnapshotBuilder,
+    n: &'n Node,
+    used: &capstan_model::Resources,
+) -> Option<&'n str> {
+    if b.leaves_out(n, used) {
+        n.labels.get(labels::NODEPOOL).map(String::as_str)
+    } else {
+        None
+    }
+}
+
 /// What the planner sees: nodes with their bound pods (summarized when nothing pending looks
 /// at other pods), in-flight claims with the pods nominated to them, DaemonSets.
 fn snapshot<A: ClusterApi, C: CloudProvider>(
@@ -780,10 +794,9 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
         .filter_map(|k| cache.pod(k)?.node_name.as_deref())
         .collect();
     for (n, claim, on) in cache.nodes_with_claims_and_pods() {
-        let pool = n.labels.get(labels::NODEPOOL).map(String::as_str);
+        let used = on.map_or(&none, |on| on.used());
         // A node still coming up takes pods as it will be once initialized, as in Karpenter,
         // after the initialized ones.
-        let used = on.map_or(&none, |on| on.used());
         // A deleting node takes no pods; the pods moving off it are planned, not counted here.
         let claim = claim.map(|c| &**c);
         let some_move = moving_from.contains(n.name.as_str());
@@ -796,12 +809,20 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
                 deleting: true,
                 ..Node::clone(n)
             });
+            let pool = pool_if_left_out(&b, &going, used);
             b.node(&going, pool, pods, used);
             continue;
         }
         match n.coming_up(claim) {
-            Some(up) => b.node_coming_up(&Arc::new(up), pool, pods, used),
-            None => b.node(n, pool, pods, used),
+            Some(up) => {
+                let up = Arc::new(up);
+                let pool = pool_if_left_out(&b, &up, used);
+                b.node_coming_up(&up, pool, pods, used)
+            }
+            None => {
+                let pool = pool_if_left_out(&b, n, used);
+                b.node(n, pool, pods, used)
+            }
         }
     }
     for c in cache.claims() {
