@@ -100,6 +100,8 @@ pub struct NodePods {
     pods: BTreeMap<String, Bound>,
     /// Their summed requests.
     used: Resources,
+    /// The summed requests of the DaemonSet pods among them.
+    daemons: Resources,
     /// The wrapping sum of [`pod_fingerprint`] over them: a loop that wants to know whether a
     /// node's pods changed compares it instead of going over them.
     fingerprint: u64,
@@ -117,6 +119,12 @@ impl NodePods {
     /// Their summed requests.
     pub fn used(&self) -> &Resources {
         &self.used
+    }
+
+    /// The summed requests of the DaemonSet pods among them (what
+    /// `capstan_sched::snapshot::daemons_used` sums over [`NodePods::pods`]).
+    pub fn daemons(&self) -> &Resources {
+        &self.daemons
     }
 
     /// The pods in key order, each with the PDBs that select it (indexes into
@@ -780,6 +788,9 @@ impl Cache {
                     },
                 );
                 on.used.add(&p.requests);
+                if p.is_active() && p.is_daemonset_pod() {
+                    on.daemons.add(&p.requests);
+                }
                 on.fingerprint = on.fingerprint.wrapping_add(pod_fingerprint(&p.uid, key));
             }
             None => {
@@ -809,6 +820,9 @@ impl Cache {
                     on.version = self.pods_on_version;
                     if on.pods.remove(key).is_some() {
                         on.used.sub(&old.requests);
+                        if old.is_active() && old.is_daemonset_pod() {
+                            on.daemons.sub(&old.requests);
+                        }
                         on.fingerprint =
                             on.fingerprint.wrapping_sub(pod_fingerprint(&old.uid, key));
                     }
@@ -1124,7 +1138,7 @@ impl Cache {
         };
         let used = |m: &BTreeMap<String, NodePods>| {
             m.iter()
-                .map(|(n, on)| (n.clone(), on.used.clone()))
+                .map(|(n, on)| (n.clone(), on.used.clone(), on.daemons.clone()))
                 .collect::<Vec<_>>()
         };
         let fingerprints = |m: &BTreeMap<String, NodePods>| {
@@ -1140,7 +1154,14 @@ impl Cache {
             "PDBs selecting each bound pod",
             selected(&self.pods_on) == selected(&fresh.pods_on),
         )?;
-        check("used_on", used(&self.pods_on) == used(&fresh.pods_on))?;
+        check(
+            "used_on and DaemonSet requests",
+            used(&self.pods_on) == used(&fresh.pods_on)
+                && self
+                    .pods_on
+                    .values()
+                    .all(|on| on.daemons == capstan_sched::snapshot::daemons_used(on.pods())),
+        )?;
         check(
             "pods_fingerprint",
             fingerprints(&self.pods_on) == fingerprints(&fresh.pods_on),

@@ -810,7 +810,10 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
                 ..Node::clone(n)
             });
             let pool = pool_if_left_out(&b, &going, used);
-            b.node(&going, pool, pods, used);
+            match on.filter(|_| !some_move) {
+                Some(on) => b.node_summed(&going, pool, pods, used, on.daemons()),
+                None => b.node(&going, pool, pods, used),
+            }
             continue;
         }
         match n.coming_up(claim) {
@@ -821,7 +824,12 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
             }
             None => {
                 let pool = pool_if_left_out(&b, n, used);
-                b.node(n, pool, pods, used)
+                // The cache keeps each node's DaemonSet requests; they are summed here only
+                // when pods are moving off the node.
+                match on.filter(|_| !some_move) {
+                    Some(on) => b.node_summed(n, pool, pods, used, on.daemons()),
+                    None => b.node(n, pool, pods, used),
+                }
             }
         }
     }

@@ -72,6 +72,19 @@ impl SnapshotBuilder {
         self.node_with_requirements(node, None, nodepool, pods, used, None);
     }
 
+    /// [`SnapshotBuilder::node`], with the requests of the node's active DaemonSet pods
+    /// already summed ([`daemons_used`]) by a caller that keeps them.
+    pub fn node_summed<'p>(
+        &mut self,
+        node: &Arc<Node>,
+        nodepool: Option<&str>,
+        pods: impl IntoIterator<Item = &'p Arc<Pod>>,
+        used: &Resources,
+        daemons: &Resources,
+    ) {
+        self.node_with_requirements(node, None, nodepool, pods, used, Some(daemons));
+    }
+
     /// [`SnapshotBuilder::node`], with the node's labels already made requirements
     /// (`Requirements::from_labels`) and, when bound pods are summarized, the requests of
     /// its active DaemonSet pods (`daemons`) already summed, by a caller that builds many

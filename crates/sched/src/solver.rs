@@ -413,14 +413,17 @@ impl<'a> Solver<'a> {
                     running[s].add(&p.requests);
                 }
             }
+            let ds_reqs: Vec<Requirements> = input
+                .snapshot
+                .daemonsets
+                .iter()
+                .map(pod_requirements)
+                .collect();
             for (slot, running) in slots.iter_mut().zip(&running) {
                 let mut due = Resources::new();
-                for ds in &input.snapshot.daemonsets {
+                for (ds, reqs) in input.snapshot.daemonsets.iter().zip(&ds_reqs) {
                     if untolerated(&slot.taints, &ds.tolerations, false).is_none()
-                        && slot
-                            .reqs
-                            .compatible(&pod_requirements(ds), Undefined::Deny)
-                            .is_ok()
+                        && slot.reqs.compatible(reqs, Undefined::Deny).is_ok()
                     {
                         due.add(&ds.requests);
                     }

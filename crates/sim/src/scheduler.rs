@@ -150,10 +150,10 @@ impl Sim {
                     }
                     b.node(node, None, pods, &used);
                 }
-                None => {
-                    let used = on.map_or(&none, |on| on.used());
-                    b.node(node, None, on_node(), used);
-                }
+                None => match on {
+                    Some(on) => b.node_summed(node, None, on.pods(), on.used(), on.daemons()),
+                    None => b.node(node, None, on_node(), &none),
+                },
             }
         }
         b.build()
