@@ -270,6 +270,8 @@ pub struct PodFacts {
     /// [`Pdb::healthy`].
     pub healthy: bool,
     pub requests: capstan_model::Resources,
+    /// What a drain of its node makes of it ([`Gate`]).
+    pub gate: Gate,
 }
 
 impl PodFacts {
@@ -280,6 +282,31 @@ impl PodFacts {
             reschedulable: pod.reschedulable(),
             healthy: Pdb::healthy(pod),
             requests: pod.requests.clone(),
+            gate: Gate::of(pod),
+        }
+    }
+}
+
+/// What a pod may hold of its node's voluntary disruption, read once per pod: whether the
+/// drain skips it (terminating already, or a mirror pod: it goes with the node), and whether
+/// it carries a `do-not-disrupt` annotation that can hold the node (any value but
+/// `"false"`; [`Pod::do_not_disrupt`] says whether it does now).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Gate {
+    pub deleting: bool,
+    pub mirror: bool,
+    pub may_hold: bool,
+}
+
+impl Gate {
+    pub fn of(pod: &Pod) -> Gate {
+        Gate {
+            deleting: pod.deleting,
+            mirror: pod.owner_kind.as_deref() == Some("Node"),
+            may_hold: pod
+                .annotations
+                .get(DO_NOT_DISRUPT)
+                .is_some_and(|v| v != "false"),
         }
     }
 }
@@ -291,6 +318,7 @@ struct Facts<'p> {
     reschedulable: bool,
     healthy: bool,
     requests: &'p capstan_model::Resources,
+    gate: Gate,
 }
 
 impl<'p> Facts<'p> {
@@ -301,6 +329,7 @@ impl<'p> Facts<'p> {
             reschedulable: f.reschedulable,
             healthy: f.healthy,
             requests: &f.requests,
+            gate: f.gate,
         }
     }
 
@@ -311,6 +340,7 @@ impl<'p> Facts<'p> {
             reschedulable: pod.reschedulable(),
             healthy: Pdb::healthy(pod),
             requests: &pod.requests,
+            gate: Gate::of(pod),
         }
     }
 }
@@ -401,6 +431,8 @@ struct Engine<'a> {
     /// Pod index → its entry in `pdb_sets` (the PDBs that select it).
     pdbs_of: Vec<usize>,
     pdb_sets: Vec<Vec<usize>>,
+    /// Per pod: what it may hold of its node's drain.
+    gates: Vec<Gate>,
     /// Node index → its pods that move when it goes (`Pod::reschedulable`).
     movable_on: Vec<Vec<usize>>,
     /// Pods of nodes being deleted that need room elsewhere (the provisioner plans them ahead
@@ -427,6 +459,9 @@ struct Engine<'a> {
     disrupting: Vec<bool>,
     /// Per node: its active DaemonSet pods' requests, summed when a what-if first needs them.
     daemons_used: Vec<std::cell::OnceCell<capstan_model::Resources>>,
+    /// Per node: its room with all its pods bound (`capstan_sched::snapshot::room`), which
+    /// every what-if checks of every node.
+    room: Vec<[i64; 3]>,
 }
 
 impl<'a> Engine<'a> {
@@ -476,6 +511,7 @@ impl<'a> Engine<'a> {
         let mut used_all = vec![capstan_model::Resources::new(); nodes];
         let mut load = vec![capstan_model::Resources::new(); nodes];
         let mut pdbs_of: Vec<usize> = Vec::with_capacity(input.pods.len());
+        let mut gates: Vec<Gate> = Vec::with_capacity(input.pods.len());
         let mut bound_anti = false;
         // One pass over the pods (each pod's memory is read once per evaluation). The last
         // pod's node and signature are tried first: pods arrive grouped by node, and
@@ -530,6 +566,7 @@ impl<'a> Engine<'a> {
                 }
             };
             pdbs_of.push(set);
+            gates.push(f.gate);
             bound_anti |= f.repels;
             if !f.active {
                 continue;
@@ -569,6 +606,12 @@ impl<'a> Engine<'a> {
             .map(|(i, p)| p.allowed_from(expected[i], healthy[i]))
             .collect();
         let disrupting: Vec<bool> = input.nodes.iter().map(NodeInfo::disrupting).collect();
+        let room: Vec<[i64; 3]> = input
+            .nodes
+            .iter()
+            .zip(&used_all)
+            .map(|(n, used)| capstan_sched::snapshot::room(&n.node, used))
+            .collect();
         let free: Vec<capstan_model::Resources> = input
             .nodes
             .iter()
@@ -630,6 +673,7 @@ impl<'a> Engine<'a> {
             pdb_allowed,
             pdbs_of,
             pdb_sets,
+            gates,
             movable_on,
             moving,
             pool_hash: input.nodepools.iter().map(template_hash).collect(),
@@ -647,6 +691,7 @@ impl<'a> Engine<'a> {
             node_requirements: vec![std::cell::OnceCell::new(); input.nodes.len()],
             disrupting,
             daemons_used: vec![std::cell::OnceCell::new(); input.nodes.len()],
+            room,
         }
     }
 
@@ -790,21 +835,18 @@ impl<'a> Engine<'a> {
     /// the drain evicts — DaemonSet pods included, mirror and terminating pods not.
     fn pod_block(&self, node: usize) -> Option<String> {
         for &p in &self.pods_on[node] {
-            let pod = &self.input.pods[p];
-            if pod.deleting {
+            let g = self.gates[p];
+            if g.deleting || !g.may_hold {
                 continue;
             }
-            if let Some(why) = pod.do_not_disrupt(self.input.now) {
+            if let Some(why) = self.input.pods[p].do_not_disrupt(self.input.now) {
                 return Some(why);
             }
         }
         let evicted: Vec<usize> = self.pods_on[node]
             .iter()
             .copied()
-            .filter(|&p| {
-                let pod = &self.input.pods[p];
-                !pod.deleting && pod.owner_kind.as_deref() != Some("Node")
-            })
+            .filter(|&p| !self.gates[p].deleting && !self.gates[p].mirror)
             .collect();
         self.pdb_block(&evicted)
     }
@@ -863,15 +905,22 @@ impl<'a> Engine<'a> {
             if gone[i] || self.disrupting[i] || self.taken.contains(&i) {
                 continue;
             }
+            // A node without room for any of these pods is counted against its NodePool's
+            // limits only (as the builder would), from the room worked out once.
+            if b.leaves_out_room(self.room[i]) {
+                if let Some(pool) = n.nodepool.as_deref() {
+                    b.counted(pool, n.node.capacity_or_allocatable());
+                }
+                continue;
+            }
             let pods = self.pods_on[i].iter().map(|&p| &input.pods[p]);
             // A node's labels become requirements, and its DaemonSet pods' requests are
             // summed, once per evaluation, not once per what-if.
-            let kept = !b.leaves_out(&n.node, &self.used[i]);
-            let reqs = kept.then(|| {
+            let reqs = Some(
                 self.node_requirements[i]
-                    .get_or_init(|| Arc::new(Requirements::from_labels(&n.node.labels)))
-            });
-            let daemons = (kept && b.summarizes()).then(|| {
+                    .get_or_init(|| Arc::new(Requirements::from_labels(&n.node.labels))),
+            );
+            let daemons = b.summarizes().then(|| {
                 self.daemons_used[i]
                     .get_or_init(|| capstan_sched::snapshot::daemons_used(pods.clone()))
             });

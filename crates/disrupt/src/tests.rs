@@ -765,6 +765,22 @@ fn do_not_disrupt_pods_and_pdbs_block_voluntary_disruption() {
     p.started = Some(NOW - 2400.0);
     let r = eval(&nodes, &[p.clone()], &[], &[pool(json!({}))], &t);
     assert_eq!(r.commands.len(), 1, "the grace period is over: {r:?}");
+    // "false" holds nothing; nor does a pod already terminating, whatever it says.
+    p.annotations.insert(DO_NOT_DISRUPT.into(), "false".into());
+    let r = eval(&nodes, &[p.clone()], &[], &[pool(json!({}))], &t);
+    assert_eq!(r.commands.len(), 1, "do-not-disrupt false: {r:?}");
+    let mut going = p.clone();
+    going
+        .annotations
+        .insert(DO_NOT_DISRUPT.into(), "true".into());
+    going.deleting = true;
+    let r = eval(&nodes, &[going], &[], &[pool(json!({}))], &t);
+    assert!(
+        r.blocked
+            .iter()
+            .all(|b| !b.reason.contains("do-not-disrupt")),
+        "a terminating pod: {r:?}"
+    );
     p.annotations.insert(DO_NOT_DISRUPT.into(), "true".into());
     let pdb = Pdb {
         namespace: "default".into(),

@@ -50,14 +50,19 @@ impl SnapshotBuilder {
         self.summarize && self.full(node, used)
     }
 
+    /// [`SnapshotBuilder::leaves_out`] for a node whose [`room`] the caller keeps.
+    pub fn leaves_out_room(&self, room: [i64; 3]) -> bool {
+        self.summarize && self.full_room(room)
+    }
+
     /// Whether a node with `used` requests bound has no room for the smallest pending pod.
     fn full(&self, node: &Node, used: &Resources) -> bool {
-        let a = &node.allocatable;
-        self.smallest.is_none_or(|(cpu, mem)| {
-            a.cpu - used.cpu < cpu
-                || a.memory - used.memory < mem
-                || node.max_pods() - used.pods < 1
-        })
+        self.full_room(room(node, used))
+    }
+
+    fn full_room(&self, [cpu_left, memory_left, pods_left]: [i64; 3]) -> bool {
+        self.smallest
+            .is_none_or(|(cpu, mem)| cpu_left < cpu || memory_left < mem || pods_left < 1)
     }
 
     /// Adds a node that may take pods, with the pods bound to it and their summed requests.
@@ -171,6 +176,16 @@ impl SnapshotBuilder {
     pub fn build(self) -> Snapshot {
         self.snapshot
     }
+}
+
+/// A node's room with `used` requests bound: cpu, memory and pod slots left.
+pub fn room(node: &Node, used: &Resources) -> [i64; 3] {
+    let a = &node.allocatable;
+    [
+        a.cpu - used.cpu,
+        a.memory - used.memory,
+        node.max_pods() - used.pods,
+    ]
 }
 
 /// The summed requests of the active DaemonSet pods among `pods`: what
@@ -306,6 +321,33 @@ mod tests {
             };
             assert_eq!(build(Some(&summed)), build(None), "{case}");
         }
+    }
+
+    #[test]
+    fn a_nodes_room_leaves_it_out_exactly_when_the_node_and_its_requests_would() {
+        let pending = [pod("p", 500, None)];
+        let mut few_slots = Node::clone(&node("s", 4000));
+        few_slots.allocatable.pods = 3;
+        let few_slots = Arc::new(few_slots);
+        // (node, used, left out)
+        let cases = [
+            (node("roomy", 4000), used(0, 0), false),
+            (node("just", 4000), used(3500, 1), false),
+            (node("cpu", 4000), used(3501, 1), true),
+            (node("memory", 4000), used(0, 16), true),
+            (few_slots.clone(), used(0, 2), false),
+            (few_slots, used(0, 3), true),
+        ];
+        for summarize in [true, false] {
+            let b = SnapshotBuilder::new(&pending, !summarize);
+            for (n, u, out) in &cases {
+                assert_eq!(b.leaves_out(n, u), summarize && *out, "{}", n.name);
+                assert_eq!(b.leaves_out_room(room(n, u)), b.leaves_out(n, u), "{}", n.name);
+            }
+        }
+        // With nothing pending, every summarized node is left out.
+        let b = SnapshotBuilder::new(&[], false);
+        assert!(b.leaves_out_room([i64::MAX; 3]));
     }
 
     #[test]
