@@ -508,6 +508,18 @@ impl<'a> Engine<'a> {
         let nodes = input.nodes.len();
         let mut pods_on: Vec<Vec<usize>> = vec![Vec::new(); nodes];
         let mut movable_on: Vec<Vec<usize>> = vec![Vec::new(); nodes];
+        // Where the caller knows each pod's node, each node's lists are made once at the size
+        // they may reach instead of growing pod by pod.
+        if let Some(k) = input.known {
+            let mut bound = vec![0usize; nodes];
+            for &at in k.node.iter().flatten() {
+                bound[at] += 1;
+            }
+            for ((on, movable), &n) in pods_on.iter_mut().zip(&mut movable_on).zip(&bound) {
+                *on = Vec::with_capacity(n);
+                *movable = Vec::with_capacity(n);
+            }
+        }
         let mut used_all = vec![capstan_model::Resources::new(); nodes];
         let mut load = vec![capstan_model::Resources::new(); nodes];
         let mut pdbs_of: Vec<usize> = Vec::with_capacity(input.pods.len());
@@ -525,6 +537,8 @@ impl<'a> Engine<'a> {
             usize,
             foldhash::fast::FixedState,
         > = Default::default();
+        // The last pod's known set: neighbours mostly share one.
+        let mut last_known: Option<(*const usize, usize)> = None;
         if let Some(k) = input.known {
             debug_assert_eq!(k.node.len(), input.pods.len());
             debug_assert_eq!(k.pdbs.len(), input.pods.len());
@@ -541,10 +555,17 @@ impl<'a> Engine<'a> {
             };
             let set = if let Some(k) = input.known {
                 let a = &k.pdbs[i];
-                *known_sets.entry(a.as_ptr()).or_insert_with(|| {
-                    pdb_sets.push(a.to_vec());
-                    pdb_sets.len() - 1
-                })
+                match last_known {
+                    Some((ptr, set)) if ptr == a.as_ptr() => set,
+                    _ => {
+                        let set = *known_sets.entry(a.as_ptr()).or_insert_with(|| {
+                            pdb_sets.push(a.to_vec());
+                            pdb_sets.len() - 1
+                        });
+                        last_known = Some((a.as_ptr(), set));
+                        set
+                    }
+                }
             } else {
                 values.clear();
                 values.extend(keys.iter().map(|k| pod.labels.get(*k).map(String::as_str)));

@@ -342,7 +342,12 @@ mod tests {
             let b = SnapshotBuilder::new(&pending, !summarize);
             for (n, u, out) in &cases {
                 assert_eq!(b.leaves_out(n, u), summarize && *out, "{}", n.name);
-                assert_eq!(b.leaves_out_room(room(n, u)), b.leaves_out(n, u), "{}", n.name);
+                assert_eq!(
+                    b.leaves_out_room(room(n, u)),
+                    b.leaves_out(n, u),
+                    "{}",
+                    n.name
+                );
             }
         }
         // With nothing pending, every summarized node is left out.
