@@ -5,6 +5,7 @@
 //! rebuilt from scratch).
 
 use crate::api::{ApiError, Change, ClusterApi, Invalid, Kind, Listing, Meta, Object};
+use capstan_model::labels;
 use capstan_model::pdb::Pdb;
 use capstan_model::volume::{Attachment, Claim, StorageClass, Volume, Volumes};
 use capstan_model::{Node, NodeClaim, NodePool, Pod, Requirements, Resources};
@@ -12,6 +13,30 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 type Map<T> = BTreeMap<String, (Meta, Arc<T>)>;
+
+/// What the cache links to a node (`Cache::claim_of`).
+#[derive(Clone, Debug)]
+struct Linked {
+    claim: Option<Arc<NodeClaim>>,
+    /// Its `karpenter.sh/nodepool` label.
+    pool: Option<Arc<str>>,
+}
+
+/// A node's claim and NodePool label, as [`Cache::nodes_linked_with_pods`] yields them.
+#[derive(Clone, Copy, Debug)]
+pub struct Links<'c>(Option<&'c Linked>);
+
+impl<'c> Links<'c> {
+    /// [`Cache::claim_of_node`].
+    pub fn claim(&self) -> Option<&'c Arc<NodeClaim>> {
+        self.0.and_then(|l| l.claim.as_ref())
+    }
+
+    /// The node's `karpenter.sh/nodepool` label.
+    pub fn pool(&self) -> Option<&'c str> {
+        self.0.and_then(|l| l.pool.as_deref())
+    }
+}
 
 /// Whether a claim counts in [`Cache::launched_claims`].
 fn launched(c: &NodeClaim) -> bool {
@@ -258,10 +283,11 @@ pub struct Cache {
     claim_by_provider: Hashed<String, String>,
     /// Node name → the claims whose status names it.
     claims_by_node: Hashed<String, BTreeSet<String>>,
-    /// Node name → the claim it belongs to ([`Cache::claim_of_node`]), for the nodes in the
-    /// cache that have one: read alongside the nodes instead of looked up one node at a time.
-    /// Kept by [`Cache::link`] whenever a node, or a claim with its provider id, changes.
-    claim_of: BTreeMap<String, Arc<NodeClaim>>,
+    /// Node name → the claim it belongs to ([`Cache::claim_of_node`]) and its NodePool label,
+    /// for the nodes in the cache that have either: read alongside the nodes instead of
+    /// looked up one node at a time. Kept by [`Cache::link`] whenever a node, or a claim with
+    /// its provider id, changes.
+    claim_of: BTreeMap<String, Linked>,
     /// Provider id → every node with it (two Node objects may name one instance:
     /// `node_by_provider` maps to the first by name), so a claim's change relinks each.
     nodes_with_provider: Hashed<String, BTreeSet<String>>,
@@ -577,18 +603,26 @@ impl Cache {
 
     /// Sets node `name`'s entry in `claim_of` from the indexes as they are now.
     fn link(&mut self, name: &str) {
-        let claim = self
-            .nodes
-            .get(name)
-            .and_then(|n| self.claim_of_node(n))
-            .cloned();
-        match (claim, self.claim_of.get_mut(name)) {
-            (Some(c), Some(linked)) => *linked = c,
-            (Some(c), None) => {
-                self.claim_of.insert(name.to_string(), c);
+        let node = self.nodes.get(name);
+        let claim = node.and_then(|n| self.claim_of_node(n)).cloned();
+        let pool = node.and_then(|n| n.labels.get(labels::NODEPOOL));
+        if claim.is_none() && pool.is_none() {
+            self.claim_of.remove(name);
+            return;
+        }
+        match self.claim_of.get_mut(name) {
+            Some(linked) => {
+                if linked.pool.as_deref() != pool.map(String::as_str) {
+                    linked.pool = pool.map(|p| Arc::from(p.as_str()));
+                }
+                linked.claim = claim;
             }
-            (None, _) => {
-                self.claim_of.remove(name);
+            None => {
+                let linked = Linked {
+                    claim,
+                    pool: pool.map(|p| Arc::from(p.as_str())),
+                };
+                self.claim_of.insert(name.to_string(), linked);
             }
         }
     }
@@ -993,14 +1027,23 @@ impl Cache {
     pub fn nodes_with_claims_and_pods(
         &self,
     ) -> impl Iterator<Item = (&Arc<Node>, Option<&Arc<NodeClaim>>, Option<&NodePods>)> {
-        let mut claims = self.claim_of.iter().peekable();
+        self.nodes_linked_with_pods()
+            .map(|(n, linked, on)| (n, linked.claim(), on))
+    }
+
+    /// [`Cache::nodes_with_pods`], with what is linked to each node: its claim and its
+    /// NodePool label.
+    pub fn nodes_linked_with_pods(
+        &self,
+    ) -> impl Iterator<Item = (&Arc<Node>, Links<'_>, Option<&NodePods>)> {
+        let mut linked = self.claim_of.iter().peekable();
         self.nodes_with_pods().map(move |(n, on)| {
-            while claims
+            while linked
                 .next_if(|(k, _)| k.as_str() < n.name.as_str())
                 .is_some()
             {}
-            let claim = claims.next_if(|(k, _)| **k == n.name).map(|(_, c)| c);
-            (n, claim, on)
+            let l = linked.next_if(|(k, _)| **k == n.name).map(|(_, l)| l);
+            (n, Links(l), on)
         })
     }
 
@@ -1209,16 +1252,19 @@ impl Cache {
             self.nodes_with_provider == fresh.nodes_with_provider,
         )?;
         let ptr = |c: Option<&Arc<NodeClaim>>| c.map(Arc::as_ptr);
+        fn pool(n: &Node) -> Option<&str> {
+            n.labels.get(labels::NODEPOOL).map(String::as_str)
+        }
         check(
             "claim_of",
             self.claim_of.len()
                 == self
                     .nodes()
-                    .filter(|n| self.claim_of_node(n).is_some())
+                    .filter(|n| self.claim_of_node(n).is_some() || pool(n).is_some())
                     .count()
-                && self
-                    .nodes_with_claims_and_pods()
-                    .all(|(n, c, _)| ptr(c) == ptr(self.claim_of_node(n))),
+                && self.nodes_linked_with_pods().all(|(n, l, _)| {
+                    ptr(l.claim()) == ptr(self.claim_of_node(n)) && l.pool() == pool(n)
+                }),
         )
     }
 }

@@ -5,12 +5,12 @@
 
 use crate::api::{ClusterApi, EventType, Kind};
 use crate::by_claim::PodsByClaim;
-use crate::cache::Cache;
+use crate::cache::{Cache, NodePods};
 use crate::catalog::instance_types;
 use crate::context::Ctx;
 use crate::{Action, Config, Planner};
 use capstan_cloud::CloudProvider;
-use capstan_model::{InstanceType, Node, Pod, labels};
+use capstan_model::{InstanceType, Node, Pod};
 use capstan_sched::{InFlight, Snapshot, SnapshotBuilder, SolveInput};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -762,20 +762,6 @@ fn expendable(cache: &Cache, config: &Config) -> Vec<(String, i32)> {
         .collect()
 }
 
-/// A node's NodePool if the builder leaves the node out: it reads the pool only to count
-/// such a node against the pool's limits, so the label lookup is skipped for the others.
-fn pool_if_left_out<'n>(
-    b: &SnapshotBuilder,
-    n: &'n Node,
-    used: &capstan_model::Resources,
-) -> Option<&'n str> {
-    if b.leaves_out(n, used) {
-        n.labels.get(labels::NODEPOOL).map(String::as_str)
-    } else {
-        None
-    }
-}
-
 /// What the planner sees: nodes with their bound pods (summarized when nothing pending looks
 /// at other pods), in-flight claims with the pods nominated to them, DaemonSets.
 fn snapshot<A: ClusterApi, C: CloudProvider>(
@@ -793,44 +779,38 @@ fn snapshot<A: ClusterApi, C: CloudProvider>(
         .iter()
         .filter_map(|k| cache.pod(k)?.node_name.as_deref())
         .collect();
-    for (n, claim, on) in cache.nodes_with_claims_and_pods() {
+    for (n, linked, on) in cache.nodes_linked_with_pods() {
         let used = on.map_or(&none, |on| on.used());
-        // A node still coming up takes pods as it will be once initialized, as in Karpenter,
-        // after the initialized ones.
-        // A deleting node takes no pods; the pods moving off it are planned, not counted here.
-        let claim = claim.map(|c| &**c);
+        let claim = linked.claim().map(|c| &**c);
+        // The node's NodePool label, as the cache keeps it (what `going` and `up` below
+        // carry too).
+        let pool = linked.pool();
         let some_move = moving_from.contains(n.name.as_str());
         let pods = on
             .into_iter()
             .flat_map(|on| on.pods())
             .filter(|p| !some_move || !moving.contains(&p.key()));
+        // The cache keeps each node's DaemonSet requests; they are summed here only when pods
+        // are moving off the node.
+        let daemons = on.filter(|_| !some_move).map(NodePods::daemons);
+        // A deleting node takes no pods; the pods moving off it are planned, not counted here.
         if claim.is_some_and(|c| c.deleting()) && !n.deleting {
             let going = Arc::new(Node {
                 deleting: true,
                 ..Node::clone(n)
             });
-            let pool = pool_if_left_out(&b, &going, used);
-            match on.filter(|_| !some_move) {
-                Some(on) => b.node_summed(&going, pool, pods, used, on.daemons()),
+            match daemons {
+                Some(d) => b.node_summed(&going, pool, pods, used, d),
                 None => b.node(&going, pool, pods, used),
             }
             continue;
         }
-        match n.coming_up(claim) {
-            Some(up) => {
-                let up = Arc::new(up);
-                let pool = pool_if_left_out(&b, &up, used);
-                b.node_coming_up(&up, pool, pods, used)
-            }
-            None => {
-                let pool = pool_if_left_out(&b, n, used);
-                // The cache keeps each node's DaemonSet requests; they are summed here only
-                // when pods are moving off the node.
-                match on.filter(|_| !some_move) {
-                    Some(on) => b.node_summed(n, pool, pods, used, on.daemons()),
-                    None => b.node(n, pool, pods, used),
-                }
-            }
+        // A node still coming up takes pods as it will be once initialized, as in Karpenter,
+        // after the initialized ones.
+        match (n.coming_up(claim), daemons) {
+            (Some(up), _) => b.node_coming_up(&Arc::new(up), pool, pods, used),
+            (None, Some(d)) => b.node_summed(n, pool, pods, used, d),
+            (None, None) => b.node(n, pool, pods, used),
         }
     }
     for c in cache.claims() {

@@ -301,6 +301,8 @@ enum Step {
         deleting: bool,
         /// Another node's provider id (two Node objects naming one instance).
         provider_of: Option<u8>,
+        /// Its NodePool label.
+        pool: Option<u8>,
     },
     DeleteNode(u8),
     Claim {
@@ -320,8 +322,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0u8..12).prop_map(Step::DeletePod),
         1 => (0u8..3, 0u8..3, any::<bool>()).prop_map(|(name, app, tier)| Step::Pdb { name, app, tier }),
         1 => (0u8..3).prop_map(Step::DeletePdb),
-        2 => (0u8..4, any::<bool>(), proptest::option::weighted(0.25, 0u8..4))
-            .prop_map(|(name, deleting, provider_of)| Step::Node { name, deleting, provider_of }),
+        2 => (0u8..4, any::<bool>(), proptest::option::weighted(0.25, 0u8..4), proptest::option::of(0u8..2))
+            .prop_map(|(name, deleting, provider_of, pool)| Step::Node { name, deleting, provider_of, pool }),
         1 => (0u8..4).prop_map(Step::DeleteNode),
         1 => (0u8..4, proptest::option::of(0u8..4), any::<bool>(), proptest::option::of(0u8..4))
             .prop_map(|(name, provider, deleting, node)| Step::Claim { name, provider, deleting, node }),
@@ -404,11 +406,14 @@ proptest! {
                     c.apply(applied(rv, Object::Pdb(Arc::new(pdb))));
                 }
                 Step::DeletePdb(n) => c.apply(Change::Deleted(Kind::Pdb, format!("default/b{n}"))),
-                Step::Node { name, deleting, provider_of } => {
+                Step::Node { name, deleting, provider_of, pool } => {
                     let Object::Node(n) = node(&format!("n{name}")) else { unreachable!() };
                     let mut n = capstan_model::Node { deleting, ..capstan_model::Node::clone(&n) };
                     if let Some(k) = provider_of {
                         n.provider_id = Some(format!("fake://n{k}"));
+                    }
+                    if let Some(p) = pool {
+                        n.labels.insert(capstan_model::labels::NODEPOOL.into(), format!("pool{p}"));
                     }
                     c.apply(applied(rv, Object::Node(Arc::new(n))));
                 }
