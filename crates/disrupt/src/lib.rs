@@ -462,6 +462,12 @@ struct Engine<'a> {
     /// Per node: its room with all its pods bound (`capstan_sched::snapshot::room`), which
     /// every what-if checks of every node.
     room: Vec<[i64; 3]>,
+    /// The NodePool names nodes carry (`NodeInfo::nodepool`), each once, and per node the
+    /// index of its own: what-ifs count the nodes they leave out by index, not by name.
+    labelled_pools: Vec<String>,
+    labelled_pool: Vec<Option<usize>>,
+    /// Per node: [`Node::capacity_or_allocatable`], read once per evaluation.
+    capacity: Vec<capstan_model::Resources>,
 }
 
 impl<'a> Engine<'a> {
@@ -633,6 +639,26 @@ impl<'a> Engine<'a> {
             .zip(&used_all)
             .map(|(n, used)| capstan_sched::snapshot::room(&n.node, used))
             .collect();
+        let mut labelled_pools: Vec<String> = Vec::new();
+        let labelled_pool: Vec<Option<usize>> = input
+            .nodes
+            .iter()
+            .map(|n| {
+                let name = n.nodepool.as_deref()?;
+                Some(match labelled_pools.iter().position(|p| p == name) {
+                    Some(k) => k,
+                    None => {
+                        labelled_pools.push(name.to_string());
+                        labelled_pools.len() - 1
+                    }
+                })
+            })
+            .collect();
+        let capacity: Vec<capstan_model::Resources> = input
+            .nodes
+            .iter()
+            .map(|n| n.node.capacity_or_allocatable().clone())
+            .collect();
         let free: Vec<capstan_model::Resources> = input
             .nodes
             .iter()
@@ -713,6 +739,9 @@ impl<'a> Engine<'a> {
             disrupting,
             daemons_used: vec![std::cell::OnceCell::new(); input.nodes.len()],
             room,
+            labelled_pools,
+            labelled_pool,
+            capacity,
         }
     }
 
@@ -922,15 +951,19 @@ impl<'a> Engine<'a> {
             .collect();
         let mut b = SnapshotBuilder::new(&pending, self.bound_anti);
         b.daemonsets(input.daemonsets.iter().cloned());
+        let mut counted = vec![(0i64, capstan_model::Resources::new()); self.labelled_pools.len()];
         for (i, n) in input.nodes.iter().enumerate() {
             if gone[i] || self.disrupting[i] || self.taken.contains(&i) {
                 continue;
             }
             // A node without room for any of these pods is counted against its NodePool's
-            // limits only (as the builder would), from the room worked out once.
+            // limits only (as the builder would), from the room worked out once; summed per
+            // NodePool here, handed to the builder below.
             if b.leaves_out_room(self.room[i]) {
-                if let Some(pool) = n.nodepool.as_deref() {
-                    b.counted(pool, n.node.capacity_or_allocatable());
+                if let Some(k) = self.labelled_pool[i] {
+                    let (count, capacity) = &mut counted[k];
+                    *count += 1;
+                    capacity.add(&self.capacity[i]);
                 }
                 continue;
             }
@@ -953,6 +986,11 @@ impl<'a> Engine<'a> {
                 &self.used[i],
                 daemons,
             );
+        }
+        for (pool, (count, capacity)) in self.labelled_pools.iter().zip(&counted) {
+            if *count > 0 {
+                b.counted_many(pool, *count, capacity);
+            }
         }
         let snapshot = b.build();
         let pools: Vec<NodePool> = if launch {

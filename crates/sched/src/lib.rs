@@ -125,11 +125,16 @@ pub struct Counted {
 impl Snapshot {
     /// Counts a machine left out of `nodes` against its NodePool's limits.
     pub fn count(&mut self, nodepool: &str, capacity: &Resources) {
+        self.count_many(nodepool, 1, capacity);
+    }
+
+    /// Counts `nodes` machines left out, `capacity` their summed capacity.
+    pub fn count_many(&mut self, nodepool: &str, nodes: i64, capacity: &Resources) {
         let c = match self.counted.get_mut(nodepool) {
             Some(c) => c,
             None => self.counted.entry(nodepool.to_string()).or_default(),
         };
-        c.nodes += 1;
+        c.nodes += nodes;
         c.capacity.add(capacity);
     }
 }

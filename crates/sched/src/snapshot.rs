@@ -169,6 +169,11 @@ impl SnapshotBuilder {
         self.snapshot.count(nodepool, capacity);
     }
 
+    /// [`SnapshotBuilder::counted`] of `nodes` machines at once, `capacity` their sum.
+    pub fn counted_many(&mut self, nodepool: &str, nodes: i64, capacity: &Resources) {
+        self.snapshot.count_many(nodepool, nodes, capacity);
+    }
+
     pub fn daemonsets(&mut self, templates: impl IntoIterator<Item = Pod>) {
         self.snapshot.daemonsets.extend(templates);
     }
