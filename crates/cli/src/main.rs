@@ -14,6 +14,26 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// For the commands that run to completion (`simulate`, `bench`): mimalloc keeps the memory
+/// they free for reuse instead of handing it back to the OS a second later, its default. A
+/// simulation frees and allocates the same large buffers every pass; handed back, each comes
+/// back as freshly faulted, zeroed pages. The 10,000-node day (`xlarge.yaml`) ran in 134.9 s
+/// against 153.8 s with the default, side by side, at 1.9 against 1.8 GiB peak RSS. The
+/// controller, which runs for months, keeps the default.
+fn keep_freed_memory() {
+    // mimalloc's `mi_option_set` and its `mi_option_purge_delay` (15 in the v3 sources
+    // libmimalloc-sys builds; -1: never purge). Linked from libmimalloc-sys's static library.
+    #[allow(unsafe_code)]
+    // SAFETY: the signature is mimalloc's own (`void mi_option_set(mi_option_t, long)`, an enum
+    // passed as int). It is called once, from `main`, before any other thread starts (the
+    // function is not thread-safe), and changes only when freed memory is returned to the OS.
+    unsafe extern "C" {
+        safe fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+    }
+    const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+    mi_option_set(MI_OPTION_PURGE_DELAY, -1);
+}
+
 #[derive(Parser)]
 #[command(name = "capstan", version, about = "Karpenter-style Kubernetes node provisioner", long_about = None)]
 struct Cli {
@@ -1354,6 +1374,12 @@ fn main() -> ExitCode {
     // uses for the process, or the first TLS connection panics.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Simulate { .. } | Command::Bench { .. }
+    ) {
+        keep_freed_memory();
+    }
     // In a simulation the controllers' warnings are about faults the simulator injects on
     // purpose; the summary counts them. `RUST_LOG` shows them.
     let default = match cli.command {
