@@ -351,6 +351,8 @@ pub struct Counters {
     pub freed: u64,
     /// Bumped by every change to a node.
     pub node_generation: u64,
+    /// Bumped whenever a pending pod is put (new, changed or listed again).
+    pub pending_put: u64,
 }
 
 /// One pod's share of a node's [`Cache::pods_fingerprint`]: FNV-1a over its uid and key,
@@ -828,6 +830,7 @@ impl Cache {
                 on.fingerprint = on.fingerprint.wrapping_add(pod_fingerprint(&p.uid, key));
             }
             None => {
+                self.counters.pending_put += 1;
                 self.pending.insert(key.to_string(), p.clone());
             }
         }

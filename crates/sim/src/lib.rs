@@ -296,6 +296,8 @@ struct Sim {
     failed: Vec<Arc<capstan_model::Pod>>,
     capacity_seen: (u64, u64),
     last_flush: f64,
+    /// The view's `pending_put` when the scheduler last went over the pending pods.
+    pending_put_seen: u64,
     /// (when, $ per millicore-hour, $ per byte-hour) for the cost lower bound.
     /// What the cloud offered when last asked (for the lower bound), and when.
     offered: Option<(f64, Vec<InstanceType>)>,
@@ -406,6 +408,7 @@ impl Sim {
             failed: Vec::new(),
             capacity_seen: (0, 0),
             last_flush: 0.0,
+            pending_put_seen: 0,
             offered: None,
             last_bound: None,
             disrupting: BTreeSet::new(),

@@ -55,6 +55,15 @@ impl Sim {
             self.last_flush = now;
             self.failed.clear();
         }
+        // Every pod pending at the last pass was bound there or is waiting out its
+        // unschedulable backoff: with no flush, nothing failed since and no pending pod put
+        // since, none is left to try, and the pending pods need not be gone over.
+        let quiet =
+            !flush && self.failed.is_empty() && counters.pending_put == self.pending_put_seen;
+        self.pending_put_seen = counters.pending_put;
+        if quiet {
+            return;
+        }
         for p in self.failed.drain(..) {
             self.unschedulable.insert(p.key());
         }
