@@ -190,9 +190,13 @@ impl KeptInputs {
             .zip(std::mem::take(&mut self.from))
             .peekable();
         for (n, claim, _) in cache.nodes_with_claims_and_pods() {
-            while old.next_if(|(i, _)| i.node.name < n.name).is_some() {}
+            // The same Node object has the same name: most nodes are, without comparing it.
+            while old
+                .next_if(|(i, _)| !Arc::ptr_eq(&i.node, n) && i.node.name < n.name)
+                .is_some()
+            {}
             let kept = old
-                .next_if(|(i, _)| i.node.name == n.name)
+                .next_if(|(i, _)| Arc::ptr_eq(&i.node, n) || i.node.name == n.name)
                 .filter(|(_, (node, c))| {
                     Arc::ptr_eq(node, n)
                         && match (c, claim) {
@@ -255,10 +259,15 @@ impl KeptInputs {
         };
         let mut at = 0;
         for (node, on) in cache.pods_by_node() {
-            while let Some((_, _, len)) = old_chunks.next_if(|(n, _, _)| n.as_str() < node) {
+            // A pod list's version is handed out once, so a chunk of the same version is the
+            // same node's: most are, without comparing names.
+            let version = on.version();
+            while let Some((_, _, len)) =
+                old_chunks.next_if(|(n, v, _)| *v != version && n.as_str() < node)
+            {
                 skip(&mut old_pods, len);
             }
-            let name = match old_chunks.next_if(|(n, _, _)| n == node) {
+            let name = match old_chunks.next_if(|(n, v, _)| *v == version || n == node) {
                 Some((n, version, len)) if version == on.version() && len == on.len() => {
                     for ((p, b), f) in old_pods.by_ref().take(len) {
                         pods.push(p);

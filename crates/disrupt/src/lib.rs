@@ -1367,13 +1367,19 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
     // known), within budgets, PDBs and do-not-disrupt.
     let mut empty: Vec<usize> = Vec::new();
     let mut oldest_first = managed.clone();
+    // Ties go by name: by index where the nodes come in name order (a cache's do), which is
+    // the same order without comparing names.
+    let by_name = input.nodes.is_sorted_by(|a, b| a.node.name <= b.node.name);
     oldest_first.sort_by(|&a, &b| {
         let n = |i: usize| &input.nodes[i];
         let since = |i: usize| n(i).drifted_at.or(n(i).created).unwrap_or(f64::INFINITY);
         (!e.movable_pods(a).is_empty())
             .cmp(&!e.movable_pods(b).is_empty())
             .then(since(a).total_cmp(&since(b)))
-            .then_with(|| n(a).node.name.cmp(&n(b).node.name))
+            .then_with(|| match by_name {
+                true => a.cmp(&b),
+                false => n(a).node.name.cmp(&n(b).node.name),
+            })
     });
     for (reason, order) in [(Reason::Empty, &managed), (Reason::Drifted, &oldest_first)] {
         for &i in order {
@@ -1519,7 +1525,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
     // Multi-node: the longest prefix (binary search, up to 100 nodes) that is cheaper together.
     let mut lo = 2usize;
     let mut hi = candidates.len().min(100);
-    let mut best: Option<Command> = None;
+    let mut best: Option<(Command, usize)> = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
         let set = &candidates[..mid];
@@ -1547,19 +1553,18 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         };
         match cmd {
             Some(c) => {
-                best = Some(c);
+                best = Some((c, mid));
                 lo = mid + 1;
             }
             None => hi = mid - 1,
         }
     }
-    if let Some(c) = best {
-        for name in &c.candidates {
-            if let Some(i) = input.nodes.iter().position(|n| n.node.name == *name) {
-                e.taken.insert(i);
-                let p = e.pool_of[i].expect("managed");
-                e.spend(p, 1);
-            }
+    if let Some((c, mid)) = best {
+        // The command's candidates are these nodes, in this order.
+        for &i in &candidates[..mid] {
+            e.taken.insert(i);
+            let p = e.pool_of[i].expect("managed");
+            e.spend(p, 1);
         }
         out.commands.push(c);
         consolidated = true;
