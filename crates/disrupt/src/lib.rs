@@ -1337,7 +1337,8 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         before: input.nodes.iter().map(|n| n.price).sum(),
         ..Default::default()
     };
-    let mut blocked: BTreeMap<String, String> = BTreeMap::new();
+    // Per node: why it cannot go (the last reason set, or the first where `get_or_insert`).
+    let mut blocked: Vec<Option<String>> = vec![None; input.nodes.len()];
     let managed: Vec<usize> = (0..input.nodes.len())
         .filter(|&i| e.pool_of[i].is_some())
         .collect();
@@ -1354,10 +1355,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 e.taken.insert(i);
                 out.commands.push(c);
             } else {
-                blocked.insert(
-                    input.nodes[i].node.name.clone(),
-                    "expired, but its pods fit nowhere".into(),
-                );
+                blocked[i] = Some("expired, but its pods fit nowhere".into());
             }
         }
     }
@@ -1367,9 +1365,9 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
     // known), within budgets, PDBs and do-not-disrupt.
     let mut empty: Vec<usize> = Vec::new();
     let mut oldest_first = managed.clone();
-    // Ties go by name: by index where the nodes come in name order (a cache's do), which is
-    // the same order without comparing names.
-    let by_name = input.nodes.is_sorted_by(|a, b| a.node.name <= b.node.name);
+    // Ties go by name: by index where the nodes come in name order, each name once (a
+    // cache's do), which is the same order without comparing names.
+    let by_name = input.nodes.is_sorted_by(|a, b| a.node.name < b.node.name);
     oldest_first.sort_by(|&a, &b| {
         let n = |i: usize| &input.nodes[i];
         let since = |i: usize| n(i).drifted_at.or(n(i).created).unwrap_or(f64::INFINITY);
@@ -1408,7 +1406,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 e.voluntary_block(i)
             };
             if let Some(why) = block {
-                blocked.insert(input.nodes[i].node.name.clone(), why);
+                blocked[i] = Some(why);
                 continue;
             }
             *out.eligible.entry(reason).or_default() += 1;
@@ -1424,7 +1422,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                         reason.as_str()
                     ),
                 };
-                blocked.insert(input.nodes[i].node.name.clone(), why);
+                blocked[i] = Some(why);
                 continue;
             }
             if reason == Reason::Empty {
@@ -1435,10 +1433,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                 continue;
             }
             let Some(c) = e.command(reason, &[i], reason == Reason::Drifted, false) else {
-                blocked.insert(
-                    input.nodes[i].node.name.clone(),
-                    "its pods fit nowhere else".into(),
-                );
+                blocked[i] = Some("its pods fit nowhere else".into());
                 continue;
             };
             e.spend(p, 1);
@@ -1453,10 +1448,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
                         e.taken.remove(&i);
                         let p = e.pool_of[i].expect("managed");
                         e.spend(p, -1);
-                        blocked.insert(
-                            input.nodes[i].node.name.clone(),
-                            "its pods fit nowhere else".into(),
-                        );
+                        blocked[i] = Some("its pods fit nowhere else".into());
                     }
                 }
             }
@@ -1477,9 +1469,7 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
         .collect();
     candidates.retain(|&i| match e.voluntary_block(i) {
         Some(why) => {
-            blocked
-                .entry(input.nodes[i].node.name.clone())
-                .or_insert(why);
+            blocked[i].get_or_insert(why);
             false
         }
         None => true,
@@ -1513,11 +1503,9 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             true
         } else {
             let name = &input.nodepools[p].name;
-            blocked
-                .entry(input.nodes[i].node.name.clone())
-                .or_insert(format!(
-                    "budget for nodepool {name} allows 0 Underutilized disruptions now"
-                ));
+            blocked[i].get_or_insert(format!(
+                "budget for nodepool {name} allows 0 Underutilized disruptions now"
+            ));
             false
         }
     });
@@ -1599,10 +1587,22 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
             }
         }
     }
-    out.blocked = blocked
+    // In name order, one entry a name.
+    let named = blocked
         .into_iter()
-        .map(|(node, reason)| Blocked { node, reason })
-        .collect();
+        .enumerate()
+        .filter_map(|(i, why)| Some((input.nodes[i].node.name.clone(), why?)));
+    out.blocked = if by_name {
+        named
+            .map(|(node, reason)| Blocked { node, reason })
+            .collect()
+    } else {
+        named
+            .collect::<BTreeMap<String, String>>()
+            .into_iter()
+            .map(|(node, reason)| Blocked { node, reason })
+            .collect()
+    };
     out.after = out.before - out.commands.iter().map(|c| c.savings).sum::<f64>();
     out
 }

@@ -745,6 +745,51 @@ fn an_oversized_node_is_replaced_by_a_cheaper_one() {
 }
 
 #[test]
+fn blocked_nodes_are_reported_once_each_in_name_order_however_the_nodes_come() {
+    let t = types();
+    let names = ["a", "b", "c", "d"];
+    let pods: Vec<Pod> = names
+        .iter()
+        .map(|n| {
+            let mut p = pod(&format!("p-{n}"), n, 500, 1024);
+            p.annotations.insert(DO_NOT_DISRUPT.into(), "true".into());
+            p
+        })
+        .collect();
+    let sorted: Vec<NodeInfo> = names
+        .iter()
+        .map(|n| node(n, "m7i.4xlarge", 5.0, &t))
+        .collect();
+    let mut reversed = sorted.clone();
+    reversed.reverse();
+    let mut shuffled = sorted.clone();
+    shuffled.swap(0, 2);
+    let want: Vec<(String, String)> = names
+        .iter()
+        .map(|n| {
+            (
+                n.to_string(),
+                format!("pod default/p-{n} has do-not-disrupt"),
+            )
+        })
+        .collect();
+    for (what, nodes) in [
+        ("in name order", &sorted),
+        ("reversed", &reversed),
+        ("shuffled", &shuffled),
+    ] {
+        let r = eval(nodes, &pods, &[], &[pool(json!({}))], &t);
+        assert!(r.commands.is_empty(), "{what}: {r:?}");
+        let got: Vec<(String, String)> = r
+            .blocked
+            .iter()
+            .map(|b| (b.node.clone(), b.reason.clone()))
+            .collect();
+        assert_eq!(got, want, "{what}");
+    }
+}
+
+#[test]
 fn do_not_disrupt_pods_and_pdbs_block_voluntary_disruption() {
     let t = types();
     let nodes = [node("big", "m7i.4xlarge", 5.0, &t)];
