@@ -86,17 +86,10 @@ impl Gc {
                 continue;
             }
             let claim = cx.cache().claim(&inst.claim_name);
-            // `owns`, reading the claim's provider id once for both.
-            let (owned, live) = match claim.map(|c| (c, c.status.provider_id.as_deref())) {
-                None => (false, false),
-                Some((_, None)) => (true, false),
-                Some((c, Some(p))) => {
-                    let same = p == inst.provider_id;
-                    (same, same && !c.deleting())
-                }
-            };
-            debug_assert_eq!(owned, owns(claim.map(|c| &**c), inst));
-            found += live as usize;
+            found += claim.is_some_and(|c| {
+                !c.deleting() && c.status.provider_id.as_deref() == Some(&inst.provider_id)
+            }) as usize;
+            let owned = owns(claim.map(|c| &**c), inst);
             if !owned && now - secs(inst.launched_at) > cx.config.gc_grace {
                 if !cx.may_act() {
                     note_drift(cx, &owned_now).await;
