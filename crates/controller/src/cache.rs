@@ -110,6 +110,25 @@ impl<T> Keyed<T> {
     }
 }
 
+/// Moves `entries` (ascending by key) past the keys before `key` and takes the value under
+/// `key`, if there is one: asked for each key of another ascending sequence, it walks both
+/// once. One comparison a step: names share long prefixes, so each is a long `memcmp`.
+fn seek<'a, V>(
+    entries: &mut std::iter::Peekable<impl Iterator<Item = (&'a String, V)>>,
+    key: &str,
+) -> Option<V> {
+    while let Some((k, _)) = entries.peek() {
+        match k.as_str().cmp(key) {
+            std::cmp::Ordering::Less => {
+                entries.next();
+            }
+            std::cmp::Ordering::Equal => return entries.next().map(|(_, v)| v),
+            std::cmp::Ordering::Greater => return None,
+        }
+    }
+    None
+}
+
 /// A bound pod, with the PDBs that select it.
 #[derive(Clone, Debug, PartialEq)]
 struct Bound {
@@ -1020,10 +1039,7 @@ impl Cache {
     /// side rather than looked up one node at a time.
     pub fn nodes_with_pods(&self) -> impl Iterator<Item = (&Arc<Node>, Option<&NodePods>)> {
         let mut on = self.pods_on.iter().peekable();
-        self.nodes().map(move |n| {
-            while on.next_if(|(k, _)| k.as_str() < n.name.as_str()).is_some() {}
-            (n, on.next_if(|(k, _)| **k == n.name).map(|(_, p)| p))
-        })
+        self.nodes().map(move |n| (n, seek(&mut on, &n.name)))
     }
 
     /// [`Cache::nodes_with_pods`], with each node's claim ([`Cache::claim_of_node`]).
@@ -1040,14 +1056,8 @@ impl Cache {
         &self,
     ) -> impl Iterator<Item = (&Arc<Node>, Links<'_>, Option<&NodePods>)> {
         let mut linked = self.claim_of.iter().peekable();
-        self.nodes_with_pods().map(move |(n, on)| {
-            while linked
-                .next_if(|(k, _)| k.as_str() < n.name.as_str())
-                .is_some()
-            {}
-            let l = linked.next_if(|(k, _)| **k == n.name).map(|(_, l)| l);
-            (n, Links(l), on)
-        })
+        self.nodes_with_pods()
+            .map(move |(n, on)| (n, Links(seek(&mut linked, &n.name)), on))
     }
 
     /// Every active bound pod, grouped by node (in name order).

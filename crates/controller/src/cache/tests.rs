@@ -461,3 +461,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn seek_finds_each_key_of_an_ascending_sequence_in_one_walk() {
+    // (entries, keys asked in order, what each finds)
+    let cases: &[(&[&str], &[&str], &[Option<usize>])] = &[
+        (&[], &["a"], &[None]),
+        (
+            &["a", "b", "c"],
+            &["a", "b", "c"],
+            &[Some(0), Some(1), Some(2)],
+        ),
+        (
+            &["a", "c", "e"],
+            &["b", "c", "d", "f"],
+            &[None, Some(1), None, None],
+        ),
+        (&["b"], &["a", "b", "c"], &[None, Some(0), None]),
+        (&["a", "b", "c", "d"], &["d"], &[Some(3)]),
+        (
+            &["node-10", "node-2"],
+            &["node-1", "node-10", "node-2"],
+            &[None, Some(0), Some(1)],
+        ),
+    ];
+    for (entries, keys, want) in cases {
+        let owned: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
+        let mut it = owned.iter().enumerate().map(|(i, k)| (k, i)).peekable();
+        let got: Vec<Option<usize>> = keys.iter().map(|k| seek(&mut it, k)).collect();
+        assert_eq!(&got, want, "entries {entries:?}, keys {keys:?}");
+    }
+}
