@@ -83,9 +83,11 @@ enum Scheduled {
 #[derive(Debug, Default)]
 struct State {
     instances: BTreeMap<String, Arc<Instance>>,
-    /// Provider id → the image generation it launched with (looked up per instance by
-    /// `is_drifted`, which GC asks of every instance: a fixed, fast hasher).
-    images: HashMap<String, u64, foldhash::fast::FixedState>,
+    /// Instance number ([`instance_number`]) → the image generation it launched with. GC
+    /// asks about every instance every pass: a number is hashed and compared in place, where
+    /// a provider id is a string elsewhere in memory. Numbers are unique: a launch whose
+    /// number is taken takes the next free one.
+    images: HashMap<u64, u64, foldhash::fast::FixedState>,
     by_token: HashMap<String, String>,
     failed_attempts: HashMap<String, u64>,
     used: HashMap<OfferingKey, u32>,
@@ -103,6 +105,23 @@ struct State {
     /// Warm pools: when each of a pool's instances is (or, while it initialises, will be)
     /// stopped and ready to start.
     warm: BTreeMap<OfferingKey, Vec<Duration>>,
+}
+
+/// The number of an instance this cloud launched, from its provider id
+/// (`fake:///<zone>/i-<16 hex digits>`); `None` for any other id.
+fn instance_number(provider_id: &str) -> Option<u64> {
+    // The last 19 bytes, read from the end: no search through the id.
+    let tail = provider_id
+        .len()
+        .checked_sub(19)
+        .and_then(|at| provider_id.get(at..))?;
+    let hex = tail.strip_prefix("/i-")?;
+    // Only the spelling this cloud writes: lower-case digits, no sign.
+    let ours = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if !hex.bytes().all(ours) {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
 }
 
 /// A machine starting or stopping.
@@ -230,9 +249,8 @@ impl FakeCloud {
     /// Whether an instance drifted: launched with an older image generation, or in a zone no
     /// longer offered.
     fn drift(&self, st: &State, instance: &Instance) -> Result<Option<Drift>, CloudError> {
-        let launched = st
-            .images
-            .get(&instance.provider_id)
+        let launched = instance_number(&instance.provider_id)
+            .and_then(|n| st.images.get(&n))
             .copied()
             .ok_or_else(|| CloudError::NotFound {
                 provider_id: instance.provider_id.clone(),
@@ -626,8 +644,11 @@ impl FakeCloud {
         };
         *st.used.entry(key.clone()).or_insert(0) += 1;
 
-        let id = format!("i-{:016x}", key_hash(seed, &[&req.client_token], 0));
-        let provider_id = format!("fake:///{}/{id}", key.zone);
+        let mut number = key_hash(seed, &[&req.client_token], 0);
+        while st.images.contains_key(&number) {
+            number = number.wrapping_add(1);
+        }
+        let provider_id = format!("fake:///{}/i-{number:016x}", key.zone);
         let boot = &self.inner.config.boot;
         let boot_delay = boot.min_seconds
             + unit(seed, &[&req.client_token], 10) * (boot.max_seconds - boot.min_seconds);
@@ -673,7 +694,7 @@ impl FakeCloud {
         st.instances
             .insert(provider_id.clone(), Arc::new(instance.clone()));
         let image = st.image;
-        st.images.insert(provider_id.clone(), image);
+        st.images.insert(number, image);
         st.by_token
             .insert(req.client_token.clone(), provider_id.clone());
         schedule(&mut st, ready_at, Scheduled::Ready, &provider_id);

@@ -414,6 +414,36 @@ fn a_new_image_drifts_older_instances() {
 }
 
 #[test]
+fn drift_knows_only_the_provider_ids_the_cloud_wrote() {
+    let (c, _) = cloud(1);
+    let i = block_on(c.create(&request("a", &["m7i.large"]))).unwrap();
+    assert_eq!(block_on(c.is_drifted(&i)), Ok(None));
+    let hex = i.provider_id.rsplit_once("/i-").unwrap().1.to_string();
+    // Other spellings of the same number are not this instance.
+    let upper = hex.to_uppercase();
+    for other in [
+        format!("fake:///z/i-+{}", &hex[1..]),
+        format!("fake:///z/i-{hex}0"),
+        format!("fake:///z/i-{}", &hex[1..]),
+        format!("fake:///z/{hex}"),
+        String::new(),
+    ]
+    .into_iter()
+    .chain((upper != hex).then(|| format!("fake:///z/i-{upper}")))
+    {
+        let mut stranger = i.clone();
+        stranger.provider_id = other.clone();
+        assert!(
+            matches!(
+                block_on(c.is_drifted(&stranger)),
+                Err(CloudError::NotFound { .. })
+            ),
+            "{other}"
+        );
+    }
+}
+
+#[test]
 fn requests_that_can_never_launch_are_invalid() {
     let (c, _) = cloud(1);
     assert!(matches!(
