@@ -1100,3 +1100,35 @@ mod samples_by_pod_index {
         );
     }
 }
+
+#[test]
+fn no_ready_pods_is_reported_before_a_missing_request() {
+    // Upstream groups the pods before it sums their requests: with neither ready pods nor a
+    // request, it says the former.
+    let d = B::new(2, vec![util("cpu", 50)])
+        .cpu_all(1000)
+        .with(|t| {
+            for p in &mut t.pods {
+                p.phase = Phase::Pending;
+            }
+            edit_containers(&mut t.pods[1], |cs| {
+                cs[0].requests.remove("cpu");
+            });
+        })
+        .decide();
+    let message = &cond(&d, "ScalingActive").message;
+    assert!(message.contains("did not receive metrics"), "{message}");
+    let d = B::new(2, vec![util("cpu", 50)])
+        .cpu_all(1000)
+        .with(|t| {
+            edit_containers(&mut t.pods[1], |cs| {
+                cs[0].requests.remove("cpu");
+            });
+        })
+        .decide();
+    let message = &cond(&d, "ScalingActive").message;
+    assert!(
+        message.contains("missing request for cpu in container app of Pod p1"),
+        "{message}"
+    );
+}
