@@ -18,7 +18,18 @@ use std::sync::Arc;
 
 /// Plans where every pending pod goes. See the crate docs.
 pub fn solve(input: SolveInput<'_>, options: &SolveOptions) -> Plan {
-    let mut s = Solver::new(input, options.clone());
+    solve_cutting(input, options, true)
+}
+
+/// [`solve`] with every pod tried, as it would be without [`Solver::cut_runs`]: what the
+/// cut is checked against.
+#[cfg(test)]
+pub(crate) fn solve_uncut(input: SolveInput<'_>, options: &SolveOptions) -> Plan {
+    solve_cutting(input, options, false)
+}
+
+fn solve_cutting(input: SolveInput<'_>, options: &SolveOptions, cut: bool) -> Plan {
+    let mut s = Solver::new(input, options.clone(), cut);
     s.run();
     s.into_plan()
 }
@@ -230,6 +241,11 @@ struct Solver<'a> {
     claim_seq: Vec<usize>,
     placed: Vec<Option<usize>>,
     unschedulable: Vec<Unschedulable>,
+    /// The pods to try, in order (Karpenter's: largest first).
+    order: Vec<usize>,
+    /// Pods left out of `order` as they can only fail, each with the pod kept that it fails
+    /// as ([`Solver::cut_runs`]).
+    cut: Vec<(usize, usize)>,
 }
 
 /// `a + b <= cap`, component-wise, without allocating (sums saturate, as `Resources::add`).
@@ -260,7 +276,8 @@ fn shortfall(slot: &Slot, pod: &Pod) -> Reject {
 }
 
 impl<'a> Solver<'a> {
-    fn new(input: SolveInput<'a>, options: SolveOptions) -> Solver<'a> {
+    /// `cut`: leave out the pods that can only fail ([`Solver::cut_runs`]).
+    fn new(input: SolveInput<'a>, options: SolveOptions, cut: bool) -> Solver<'a> {
         let types = input.instance_types;
         let pools = input.nodepools;
         let offerings = OfferingIndex::new(types);
@@ -512,8 +529,16 @@ impl<'a> Solver<'a> {
             claim_seq: vec![0; pools.len()],
             placed: vec![None; input.pending.len()],
             unschedulable: Vec::new(),
+            order: Vec::new(),
+            cut: Vec::new(),
             input,
             options,
+        };
+        let order = s.order();
+        (s.order, s.cut) = if cut {
+            s.cut_runs(order)
+        } else {
+            (order, Vec::new())
         };
         s.build_groups();
         s
@@ -522,9 +547,19 @@ impl<'a> Solver<'a> {
     /// Creates every topology group any pod could own, then counts the bound pods.
     fn build_groups(&mut self) {
         let pending = self.input.pending;
-        let mut groups = Vec::with_capacity(pending.len());
-        for pod in pending {
+        let mut groups: Vec<PodGroups> = Vec::with_capacity(pending.len());
+        // Pods cut from the queue are never tried: they need no groups (the pods kept of
+        // their runs, identical and earlier, make the same ones).
+        let mut cut = vec![false; pending.len()];
+        for &(i, _) in &self.cut {
+            cut[i] = true;
+        }
+        for (i, pod) in pending.iter().enumerate() {
             let mut g = PodGroups::default();
+            if cut[i] {
+                groups.push(g);
+                continue;
+            }
             let mut filter = pod.node_selector.clone();
             if pod.required_terms.len() == 1 {
                 filter.add_all(&pod.required_terms[0]);
@@ -584,6 +619,9 @@ impl<'a> Solver<'a> {
             })
             .collect();
         for (i, pod) in pending.iter().enumerate() {
+            if cut[i] {
+                continue;
+            }
             for (gi, grp) in self.topo.groups.iter().enumerate() {
                 if grp.selects(pod) {
                     groups[i].selected_by.push(gi);
@@ -649,7 +687,8 @@ impl<'a> Solver<'a> {
         }
     }
 
-    fn run(&mut self) {
+    /// Karpenter's order: largest first (CPU, then memory), then as given.
+    fn order(&self) -> Vec<usize> {
         let pending = self.input.pending;
         let mut order: Vec<usize> = (0..pending.len()).collect();
         order.sort_by(|&a, &b| {
@@ -659,9 +698,14 @@ impl<'a> Solver<'a> {
                 .then(pb.memory.cmp(&pa.memory))
                 .then(a.cmp(&b))
         });
+        order
+    }
+
+    fn run(&mut self) {
         // As Karpenter's queue: pods that failed are tried again, in the same order, as long
         // as a pass placed something (a pod with affinity to one sorted after it).
-        let mut queue = order;
+        let mut queue = std::mem::take(&mut self.order);
+        let cut = std::mem::take(&mut self.cut);
         loop {
             let failed = self.pass(&queue);
             if failed.is_empty() || failed.len() == queue.len() {
@@ -671,6 +715,84 @@ impl<'a> Solver<'a> {
             self.unschedulable.retain(|u| !retried.contains(&u.pod));
             queue = failed;
         }
+        if !cut.is_empty() {
+            let reasons: HashMap<usize, Arc<str>> = self
+                .unschedulable
+                .iter()
+                .map(|u| (u.pod, u.reason.clone()))
+                .collect();
+            for (pod, like) in cut {
+                debug_assert!(
+                    reasons.contains_key(&like),
+                    "the last pod kept of a cut run fits"
+                );
+                let reason = reasons.get(&like).cloned().unwrap_or_default();
+                self.unschedulable.push(Unschedulable { pod, reason });
+            }
+        }
+    }
+
+    /// `order` less the pods that can only fail, each with the pod kept that it fails as.
+    ///
+    /// When nothing can be launched (no NodePools, no claim in flight: kube-scheduler's
+    /// view), the room the open nodes have left bounds how many pods of one shape any pass
+    /// can place, as a pass only adds to what a node uses. In a run of identical pods in
+    /// `order`, the pods placed are the first ones, in every pass: a pod identical to one
+    /// that just failed fails too. So a run longer than the bound is cut one pod past it:
+    /// that pod fails, and the pods after it would fail with its reason, changing nothing.
+    /// Tens of thousands of replicas waiting for nodes to boot are tried as a few.
+    fn cut_runs(&self, order: Vec<usize>) -> (Vec<usize>, Vec<(usize, usize)>) {
+        if !self.input.nodepools.is_empty() || !self.input.snapshot.inflight.is_empty() {
+            return (order, Vec::new());
+        }
+        let pending = self.input.pending;
+        let mut kept = Vec::with_capacity(order.len());
+        let mut cut = Vec::new();
+        let mut k = 0;
+        while k < order.len() {
+            let first = &pending[order[k]];
+            let mut end = k + 1;
+            while end < order.len() && first.same_but_name(&pending[order[end]]) {
+                end += 1;
+            }
+            let keep = match self.room_for(&first.requests) {
+                Some(bound) if bound.saturating_add(1) < end - k => bound + 1,
+                _ => end - k,
+            };
+            kept.extend_from_slice(&order[k..k + keep]);
+            let like = order[k + keep - 1];
+            cut.extend(order[k + keep..end].iter().map(|&i| (i, like)));
+            k = end;
+        }
+        (kept, cut)
+    }
+
+    /// How many pods requesting `requests` the open slots have room for at most, by CPU,
+    /// memory and pod count alone; `None` when the requests bound nothing.
+    fn room_for(&self, requests: &Resources) -> Option<usize> {
+        let of = |r: &Resources| [r.cpu, r.memory, r.pods];
+        let want = of(requests);
+        if want.iter().all(|w| *w <= 0) {
+            return None;
+        }
+        let mut total = 0usize;
+        for &s in &self.open {
+            let slot = &self.slots[s];
+            if slot.closed {
+                continue;
+            }
+            let (max, used) = (of(&slot.max), of(&slot.used));
+            let fits = (0..3)
+                .filter(|&d| want[d] > 0)
+                .map(|d| {
+                    let left = max[d].saturating_sub(used[d]).max(0);
+                    usize::try_from(left / want[d]).unwrap_or(usize::MAX)
+                })
+                .min()
+                .unwrap_or(usize::MAX);
+            total = total.saturating_add(fits);
+        }
+        Some(total)
     }
 
     /// Tries each pod of `queue` once; returns those that found no place (each also recorded

@@ -1626,6 +1626,126 @@ mod properties {
             })
             .unwrap();
     }
+
+    /// Existing nodes only: (zone, cores, GiB, replicas of shape 0 bound there, extra CPU
+    /// used m); shapes of pods: (CPU m, memory MiB, constraint 0..6, app label 0..3); runs of
+    /// identical pending replicas: (shape, how many).
+    #[derive(Clone, Debug)]
+    struct Runs {
+        nodes: Vec<(usize, i64, i64, usize, i64)>,
+        shapes: Vec<(i64, i64, u8, u8)>,
+        runs: Vec<(usize, usize)>,
+    }
+
+    fn runs() -> impl Strategy<Value = Runs> {
+        (
+            prop::collection::vec(
+                (0usize..3, 1i64..=8, 1i64..=16, 0usize..4, 0i64..2000),
+                1..6,
+            ),
+            prop::collection::vec((50i64..3000, 32i64..4096, 0u8..6, 0u8..3), 1..4),
+            prop::collection::vec((0usize..4, 1usize..40), 1..6),
+        )
+            .prop_map(|(nodes, shapes, runs)| Runs {
+                nodes,
+                shapes,
+                runs,
+            })
+    }
+
+    fn replica(name: &str, (cpu, mem, constraint, app): (i64, i64, u8, u8)) -> Pod {
+        let app = format!("g{app}");
+        let sel = json!({"matchLabels": {"app": app}});
+        let spec = match constraint {
+            1 => {
+                json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": sel}]})
+            }
+            2 => {
+                json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": sel, "topologyKey": HOSTNAME}]}}})
+            }
+            3 => {
+                json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": sel}]})
+            }
+            4 => {
+                json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": sel}]})
+            }
+            5 => {
+                json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": sel, "topologyKey": ZONE}]}}})
+            }
+            _ => json!({}),
+        };
+        pod(name, cpu, mem, json!({"app": app}), spec)
+    }
+
+    #[test]
+    fn cutting_long_runs_of_replicas_changes_no_plan() {
+        let mut runner = TestRunner::new_with_rng(
+            Config {
+                cases: 256,
+                failure_persistence: None,
+                ..Config::default()
+            },
+            TestRng::from_seed(RngAlgorithm::ChaCha, &[11; 32]),
+        );
+        let cut_something = std::cell::Cell::new(0);
+        runner
+            .run(&runs(), |c| {
+                let mut snapshot = Snapshot::default();
+                for (i, &(zone, cores, gib, bound_here, extra)) in c.nodes.iter().enumerate() {
+                    let name = format!("n{i}");
+                    snapshot
+                        .nodes
+                        .push(Arc::new(node(&name, ZONES[zone], cores, gib, json!({}))));
+                    for j in 0..bound_here {
+                        snapshot
+                            .pods
+                            .push(bound(replica(&format!("b{i}-{j}"), c.shapes[0]), &name));
+                    }
+                    if extra > 0 {
+                        let mut used = Resources::new();
+                        used.cpu = extra;
+                        snapshot.used.insert(name, used);
+                    }
+                }
+                let pending: Vec<Arc<Pod>> = c
+                    .runs
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(r, &(shape, n))| {
+                        let shape = c.shapes[shape % c.shapes.len()];
+                        (0..n).map(move |j| Arc::new(replica(&format!("r{r}-{j:02}"), shape)))
+                    })
+                    .collect();
+                let input = || SolveInput {
+                    snapshot: &snapshot,
+                    pending: &pending,
+                    nodepools: &[],
+                    instance_types: &[],
+                };
+                for options in [
+                    SolveOptions::default(),
+                    SolveOptions {
+                        skip_diagnosis: true,
+                        ..Default::default()
+                    },
+                ] {
+                    let uncut = crate::solver::solve_uncut(input(), &options);
+                    let plan = solve(input(), &options);
+                    check_each_pod_once(&plan, pending.len());
+                    prop_assert_eq!(&plan, &uncut);
+                    if uncut.unschedulable.len() >= 2 && !uncut.existing.is_empty() {
+                        cut_something.set(cut_something.get() + 1);
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(
+            cut_something.get() > 100,
+            "few cases placed some replicas and left several: {}",
+            cut_something.get()
+        );
+    }
 }
 
 #[test]
