@@ -293,7 +293,8 @@ fn a_claim_whose_instance_is_terminated_behind_its_back_starts_its_deletion_at_t
         w.run_a(65).await;
         assert!(w.claims().iter().all(|c| !c.deleting()), "{:?}", w.claims());
         w.cloud.delete(&pid).await.expect("terminated");
-        w.run_a(31).await;
+        w.run_a(crate::Config::default().gc_interval as u32 + 1)
+            .await;
         let claim = w.claims().into_iter().find(|c| c.name == name);
         assert!(
             claim.as_ref().is_none_or(

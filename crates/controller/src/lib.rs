@@ -109,6 +109,9 @@ pub struct Config {
     pub validation_delay: f64,
     /// Give up a disruption whose replacements are not initialized after this long.
     pub replacement_timeout: f64,
+    /// How often garbage collection lists the provider's instances (and asks whether they
+    /// drifted). Karpenter's collection runs every two minutes: each pass lists every
+    /// instance (tens of `DescribeInstances` pages at 10,000 nodes) and looks at each.
     pub gc_interval: f64,
     /// An instance with no NodeClaim is left alone this long (its claim may be being written).
     pub gc_grace: f64,
@@ -176,7 +179,7 @@ impl Default for Config {
             quiet_interval: 60.0,
             validation_delay: 15.0,
             replacement_timeout: 600.0,
-            gc_interval: 30.0,
+            gc_interval: 120.0,
             gc_grace: 30.0,
             leader_elect: true,
             lease_duration: 15.0,

@@ -359,9 +359,11 @@ impl Sim {
     pub(crate) async fn finish(&mut self) -> Outcome {
         let now = self.now();
         self.check_double_launches(now);
-        // Leaks: live instances no NodeClaim owns, older than a full GC cycle.
+        // Leaks: live instances no NodeClaim owns, older than a full GC cycle (its grace and
+        // its interval) and a minute.
         let claims = self.claims();
-        let grace = 120.0;
+        let defaults = capstan_controller::Config::default();
+        let grace = defaults.gc_grace + defaults.gc_interval + 60.0;
         for i in self.cloud.inner.list().await.unwrap_or_default() {
             let owned = claims.get(&i.claim_name).is_some_and(|c| {
                 c.status.provider_id.is_none()
