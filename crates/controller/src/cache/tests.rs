@@ -464,8 +464,9 @@ proptest! {
 
 #[test]
 fn seek_finds_each_key_of_an_ascending_sequence_in_one_walk() {
-    // (entries, keys asked in order, what each finds)
-    let cases: &[(&[&str], &[&str], &[Option<usize>])] = &[
+    /// (entries, keys asked in order, what each finds)
+    type Case<'a> = (&'a [&'a str], &'a [&'a str], &'a [Option<usize>]);
+    let cases: &[Case] = &[
         (&[], &["a"], &[None]),
         (
             &["a", "b", "c"],
