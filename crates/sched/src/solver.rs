@@ -724,7 +724,7 @@ impl<'a> Solver<'a> {
             for (pod, like) in cut {
                 debug_assert!(
                     reasons.contains_key(&like),
-                    "the last pod kept of a cut run fits"
+                    "the last pod kept of a cut run is unschedulable"
                 );
                 let reason = reasons.get(&like).cloned().unwrap_or_default();
                 self.unschedulable.push(Unschedulable { pod, reason });
