@@ -113,7 +113,7 @@ impl<T> Keyed<T> {
 /// Moves `entries` (ascending by key) past the keys before `key` and takes the value under
 /// `key`, if there is one: asked for each key of another ascending sequence, it walks both
 /// once. One comparison a step: names share long prefixes, so each is a long `memcmp`.
-fn seek<'a, V>(
+pub(crate) fn seek<'a, V>(
     entries: &mut std::iter::Peekable<impl Iterator<Item = (&'a String, V)>>,
     key: &str,
 ) -> Option<V> {

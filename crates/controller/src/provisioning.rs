@@ -5,7 +5,7 @@
 
 use crate::api::{ClusterApi, EventType, Kind};
 use crate::by_claim::PodsByClaim;
-use crate::cache::{Cache, NodePods};
+use crate::cache::{Cache, NodePods, seek};
 use crate::catalog::instance_types;
 use crate::context::Ctx;
 use crate::{Action, Config, Planner};
@@ -259,25 +259,6 @@ enum Verdict {
     Suspect(String),
 }
 
-/// Whether `key` is among `keys` (ascending), first passing over those that sort before it:
-/// asked of each key of another ascending sequence, it walks both once.
-fn walk_to<'k>(
-    keys: &mut std::iter::Peekable<impl Iterator<Item = &'k String>>,
-    key: &str,
-) -> bool {
-    // One comparison a key: pod keys share long prefixes, so each is a long `memcmp`.
-    while let Some(k) = keys.peek() {
-        match k.as_str().cmp(key) {
-            std::cmp::Ordering::Less => {
-                keys.next();
-            }
-            std::cmp::Ordering::Equal => return true,
-            std::cmp::Ordering::Greater => return false,
-        }
-    }
-    false
-}
-
 /// Changes whenever a NodePool does.
 fn pools_fingerprint(cache: &Cache) -> u64 {
     let text = format!("{:?}", cache.nodepool_list());
@@ -503,10 +484,10 @@ impl Provisioner {
         // A pod whose claims kube-scheduler cannot bind yet gets no node, and a reason.
         let mut waiting = Vec::new();
         {
-            let mut nominated = cx.s.nominations.keys().peekable();
-            let mut held = self.launched.held.keys().peekable();
+            let mut nominated = cx.s.nominations.keys().map(|k| (k, ())).peekable();
+            let mut held = self.launched.held.keys().map(|k| (k, ())).peekable();
             for (k, p) in provisionable_pods(cache, config) {
-                if walk_to(&mut nominated, k) || walk_to(&mut held, k) {
+                if seek(&mut nominated, k).is_some() || seek(&mut held, k).is_some() {
                     continue;
                 }
                 match &p.volume_error {
@@ -844,8 +825,11 @@ mod tests {
             (&["a/3", "b/1", "z"], &[true, true, false]),
         ];
         for (queries, want) in cases {
-            let mut walk = keys.iter().peekable();
-            let got: Vec<bool> = queries.iter().map(|q| walk_to(&mut walk, q)).collect();
+            let mut walk = keys.iter().map(|k| (k, ())).peekable();
+            let got: Vec<bool> = queries
+                .iter()
+                .map(|q| seek(&mut walk, q).is_some())
+                .collect();
             assert_eq!(got, want, "{queries:?}");
         }
     }
