@@ -219,6 +219,12 @@ pub trait CloudProvider: Send + Sync {
             out
         }
     }
+    /// Stopped, pre-initialised instances ready to start in seconds (warm pools), by
+    /// offering: a launch whose allowed offerings include one starts it instead of booting a
+    /// machine. Most clouds keep none.
+    fn warm(&self) -> impl Future<Output = Result<Vec<capstan_model::Warm>, CloudError>> + Send {
+        async { Ok(Vec::new()) }
+    }
     /// Node conditions that mean the node should be replaced.
     fn repair_policies(&self) -> Vec<RepairPolicy>;
     /// Interruption events not yet acknowledged, oldest first. As with an SQS queue, a

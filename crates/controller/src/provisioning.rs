@@ -544,7 +544,16 @@ impl Provisioner {
             .collect();
         let planning = cx.clock.now();
         cx.s.work.planned = Some(pending.len());
-        let snapshot = snapshot(cx, &types, &pending, &moving);
+        let mut snapshot = snapshot(cx, &types, &pending, &moving);
+        // Warm instances are asked for on every plan: unlike the catalog, they come and go
+        // by the minute.
+        snapshot.warm = match cx.cloud.warm().await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "the provider cannot say which warm instances are ready; planning without them");
+                Vec::new()
+            }
+        };
         let input = SolveInput {
             snapshot: &snapshot,
             pending: &pending,

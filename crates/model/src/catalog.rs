@@ -19,6 +19,17 @@ pub struct Offering {
     pub available: bool,
 }
 
+/// Stopped, pre-initialised instances of one offering that a launch can start in seconds
+/// instead of booting one (a warm pool), as the cloud reports them now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Warm {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    /// How many are ready to start.
+    pub count: u32,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstanceType {
     pub name: String,

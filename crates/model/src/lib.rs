@@ -24,7 +24,7 @@ pub mod taints;
 pub mod time;
 pub mod volume;
 
-pub use catalog::{Catalog, InstanceType, Offering};
+pub use catalog::{Catalog, InstanceType, Offering, Warm};
 pub use claim::{ClaimStatus, NodeClaim};
 pub use convert::Node;
 pub use error::FieldError;

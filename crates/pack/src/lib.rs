@@ -226,7 +226,8 @@ fn classes(input: &SolveInput<'_>, plan: &Plan, movable: &[Option<Vec<String>>])
         .map(|p| PoolDaemons::new(p, &input.snapshot.daemonsets, input.instance_types))
         .collect();
     let mut by_key: BTreeMap<(usize, String, String), Class> = BTreeMap::new();
-    for c in &plan.new_claims {
+    // A claim on a warm instance stays as it is: it starts in seconds, which is its point.
+    for c in plan.new_claims.iter().filter(|c| !c.warm) {
         let Some(pool) = input.nodepools.iter().position(|p| p.name == c.nodepool) else {
             continue;
         };
@@ -372,6 +373,7 @@ fn claims_for(
                 capacity_type: o.capacity_type.clone(),
                 price: o.price,
             },
+            warm: false,
         });
         *seq += 1;
     }
@@ -566,7 +568,7 @@ fn gap_to(price: f64, bound: f64) -> f64 {
 
 /// After pods left a claim, move it to the cheapest option that still holds what remains.
 fn shrink_claims(input: &SolveInput<'_>, claims: &mut [NewClaim]) {
-    for c in claims.iter_mut() {
+    for c in claims.iter_mut().filter(|c| !c.warm) {
         let Some(pool) = input.nodepools.iter().find(|p| p.name == c.nodepool) else {
             continue;
         };

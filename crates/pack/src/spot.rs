@@ -17,7 +17,10 @@ pub const MAX_PREMIUM: f64 = 0.2;
 pub fn diversify(input: &SolveInput<'_>, plan: &mut Plan, max_share: f64) {
     let types = input.instance_types;
     let spot_nodes: Vec<usize> = (0..plan.new_claims.len())
-        .filter(|&i| plan.new_claims[i].offering.capacity_type == CAPACITY_SPOT)
+        .filter(|&i| {
+            let c = &plan.new_claims[i];
+            c.offering.capacity_type == CAPACITY_SPOT && !c.warm
+        })
         .collect();
     if spot_nodes.is_empty() || max_share >= 1.0 {
         return;

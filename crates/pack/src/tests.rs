@@ -871,3 +871,48 @@ fn a_counted_bound_equals_the_bound_over_the_pods_written_out() {
         assert_eq!(counts == [0, 0, 0], counted == 0.0, "{counts:?}");
     }
 }
+
+#[test]
+fn claims_on_warm_instances_come_back_from_every_strategy_as_the_scheduling_core_made_them() {
+    let types = catalog(SMALL);
+    let pools = vec![spot_pool()];
+    let pods: Vec<Pod> = (0..12)
+        .map(|i| plain(&format!("p{i}"), 1000, 1024))
+        .collect();
+    let shared = shared(&pods);
+    let snapshot = Snapshot {
+        warm: vec![capstan_model::Warm {
+            instance_type: "m7i.xlarge".into(),
+            zone: "us-east-1b".into(),
+            capacity_type: "on-demand".into(),
+            count: 1,
+        }],
+        ..Default::default()
+    };
+    let input = SolveInput {
+        snapshot: &snapshot,
+        pending: &shared,
+        nodepools: &pools,
+        instance_types: &types,
+    };
+    let base = capstan_sched::solve(input, &Default::default());
+    let warm: Vec<&NewClaim> = base.new_claims.iter().filter(|c| c.warm).collect();
+    assert_eq!(warm.len(), 1, "{base:#?}");
+    assert_eq!(types[warm[0].offering.instance_type].name, "m7i.xlarge");
+    assert_eq!(warm[0].offering.zone, "us-east-1b");
+    for strategy in [Strategy::Default, Strategy::KarpenterFfd, Strategy::Optimal] {
+        let r = pack(
+            input,
+            &PackOptions {
+                strategy,
+                time_limit_seconds: 2.0,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let kept: Vec<&NewClaim> = r.plan.new_claims.iter().filter(|c| c.warm).collect();
+        assert_eq!(kept, warm, "{strategy:?}");
+        let placed: usize = r.plan.new_claims.iter().map(|c| c.pods.len()).sum();
+        assert_eq!(placed, pods.len(), "{strategy:?}");
+    }
+}

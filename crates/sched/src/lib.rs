@@ -113,6 +113,10 @@ pub struct Snapshot {
     /// first, then on these, then on in-flight claims, as Karpenter orders existing nodes, so
     /// a pod that fits both lands where it runs sooner.
     pub coming_up: BTreeSet<String>,
+    /// Stopped instances the cloud can start in seconds (its warm pools). A new NodeClaim
+    /// goes on one of these, cheapest first, before a NodeClaim that boots a machine: pods
+    /// wait for a start, not a boot. Each serves one NodeClaim of the plan.
+    pub warm: Vec<capstan_model::Warm>,
 }
 
 /// Machines of one NodePool left out of a snapshot: how many, and their summed capacity.
@@ -206,6 +210,10 @@ pub struct NewClaim {
     /// requirements, cheapest first. The packing planner chooses among these.
     pub instance_types: Vec<usize>,
     pub offering: ChosenOffering,
+    /// It starts one of the snapshot's warm instances ([`Snapshot::warm`]): its type, zone
+    /// and capacity type are that instance's, and a planner that re-packs claims for price
+    /// leaves it as it is.
+    pub warm: bool,
 }
 
 /// A pod that fits nowhere, and why.

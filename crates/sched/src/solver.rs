@@ -12,7 +12,7 @@ use capstan_model::pod::{HostPort, Pod, WhenUnsatisfiable};
 use capstan_model::requirements::{Incompatible, Undefined};
 use capstan_model::resources::{Shortfall, format_amount};
 use capstan_model::taints::{Taint, untolerated};
-use capstan_model::{InstanceType, Node, NodePool, Requirements, Resources};
+use capstan_model::{InstanceType, Node, NodePool, Requirement, Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -59,6 +59,8 @@ struct Slot {
     closed: bool,
     /// New slots in a NodePool with limits: the capacity held against them.
     reserved: Resources,
+    /// New slots: the warm instance it starts (index into the snapshot's `warm`).
+    warm: Option<usize>,
 }
 
 /// Why a slot refused a pod.
@@ -223,6 +225,11 @@ struct Solver<'a> {
     groups: Vec<PodGroups>,
     pool_order: Vec<usize>,
     pool_types: Vec<Vec<u32>>,
+    /// Per pool: the warm instances it may start, as (entry of the snapshot's `warm`, type,
+    /// offering pair), cheapest first.
+    pool_warm: Vec<Vec<(usize, u32, usize)>>,
+    /// Per entry of the snapshot's `warm`: how many are not yet taken by a new claim.
+    warm_left: Vec<u32>,
     /// Per pool: the DaemonSets on its new nodes, per instance type.
     daemons: Vec<PoolDaemons>,
     /// Per pool, per catalog type (filled for the pool's types): what pods may use of a new
@@ -246,6 +253,13 @@ struct Solver<'a> {
     /// Pods left out of `order` as they can only fail, each with the pod kept that it fails
     /// as ([`Solver::cut_runs`]).
     cut: Vec<(usize, usize)>,
+}
+
+/// Whether a pod is one a warm instance starts for: one below priority 0 holds room for later
+/// (the overprovisioning pattern's placeholders, capstan's headroom and forecast room) and
+/// waits for a machine to boot, keeping the warm instances for the pods that wait now.
+fn waits_now(pod: &Pod) -> bool {
+    pod.priority >= 0
 }
 
 /// `a + b <= cap`, component-wise, without allocating (sums saturate, as `Resources::add`).
@@ -368,6 +382,7 @@ impl<'a> Solver<'a> {
                 // Cordoned, or going (Karpenter leaves deleting nodes out).
                 closed: n.unschedulable || n.deleting,
                 reserved: Resources::new(),
+                warm: None,
             });
         }
         for c in &input.snapshot.inflight {
@@ -392,6 +407,7 @@ impl<'a> Solver<'a> {
                 ports: Vec::new(),
                 closed: false,
                 reserved: Resources::new(),
+                warm: None,
             });
         }
 
@@ -503,6 +519,39 @@ impl<'a> Solver<'a> {
             .min()
             .unwrap_or(0);
 
+        // Warm instances each pool may start: of a type it launches, in a zone and capacity
+        // type it allows, cheapest first.
+        let warm = &input.snapshot.warm;
+        let pool_warm = pools
+            .iter()
+            .enumerate()
+            .map(|(p, pool)| {
+                let mask = offerings.allowed(&pool.requirements);
+                let mut v: Vec<(f64, usize, u32, usize)> = warm
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| w.count > 0)
+                    .filter_map(|(wi, w)| {
+                        let pair = offerings
+                            .pairs
+                            .iter()
+                            .position(|(z, c)| *z == w.zone && *c == w.capacity_type)?;
+                        let bit = 1u128 << pair;
+                        let t = *pool_types[p].iter().find(|&&t| {
+                            types[t as usize].name == w.instance_type
+                                && offerings.masks[t as usize] & mask & bit != 0
+                        })?;
+                        Some((offerings.prices[t as usize][pair], wi, t, pair))
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                v.into_iter()
+                    .map(|(_, wi, t, pair)| (wi, t, pair))
+                    .collect()
+            })
+            .collect();
+        let warm_left = warm.iter().map(|w| w.count).collect();
+
         let topo = Topology::new(universe(&input, &pool_types, &offerings));
         let type_keys = types
             .iter()
@@ -517,6 +566,8 @@ impl<'a> Solver<'a> {
             groups: Vec::new(),
             pool_order,
             pool_types,
+            pool_warm,
+            warm_left,
             daemons,
             capacity,
             limit_base,
@@ -691,10 +742,16 @@ impl<'a> Solver<'a> {
     fn order(&self) -> Vec<usize> {
         let pending = self.input.pending;
         let mut order: Vec<usize> = (0..pending.len()).collect();
+        // With warm instances to start, pods holding room go last: they take no warm
+        // instance ([`waits_now`]), and a claim one of them opens to boot must not take the
+        // pods a warm start would serve.
+        let warm = self.pool_warm.iter().any(|w| !w.is_empty());
+        let room = |i: usize| warm && !waits_now(&pending[i]);
         order.sort_by(|&a, &b| {
             let (pa, pb) = (&pending[a].requests, &pending[b].requests);
-            pb.cpu
-                .cmp(&pa.cpu)
+            room(a)
+                .cmp(&room(b))
+                .then(pb.cpu.cmp(&pa.cpu))
                 .then(pb.memory.cmp(&pa.memory))
                 .then(a.cmp(&b))
         });
@@ -967,6 +1024,30 @@ impl<'a> Solver<'a> {
             if !pool_ok[p] {
                 continue;
             }
+            // A warm instance before a machine that boots, for a pod that waits now.
+            let warm = if waits_now(pod) {
+                self.pool_warm[p].len()
+            } else {
+                0
+            };
+            for k in 0..warm {
+                let (w, t, pair) = self.pool_warm[p][k];
+                if self.warm_left[w] == 0 {
+                    continue;
+                }
+                let Some(slot) = self.warm_slot(p, w, t, pair) else {
+                    continue;
+                };
+                let s = self.slots.len();
+                if let Ok(fit) = self.fit(s, &slot, pod, reqs, topo, tolerate_prefer) {
+                    self.warm_left[w] -= 1;
+                    self.claim_seq[p] += 1;
+                    self.slots.push(slot);
+                    self.open.push(s);
+                    self.commit(s, i, fit, owned);
+                    return true;
+                }
+            }
             let Some(slot) = self.fresh_slot(p) else {
                 continue;
             };
@@ -1025,7 +1106,29 @@ impl<'a> Solver<'a> {
             ports: Vec::new(),
             closed: false,
             reserved: Resources::new(),
+            warm: None,
         })
+    }
+
+    /// An empty NodeClaim for a pool that starts warm instance `w`: type `t` only (if the
+    /// pool's remaining limits allow it), in its offering's zone and capacity type.
+    fn warm_slot(&self, p: usize, w: usize, t: u32, pair: usize) -> Option<Slot> {
+        let mut slot = self.fresh_slot(p)?;
+        if !slot.options.contains(&t) {
+            return None;
+        }
+        slot.options = vec![t];
+        slot.max = self.capacity[p][t as usize].clone();
+        let (zone, capacity_type) = &self.offerings.pairs[pair];
+        let mut reqs = Requirements::clone(&slot.reqs);
+        reqs.add(Requirement::in_values(ZONE, [zone.as_str()]));
+        reqs.add(Requirement::in_values(
+            CAPACITY_TYPE,
+            [capacity_type.as_str()],
+        ));
+        slot.reqs = Arc::new(reqs);
+        slot.warm = Some(w);
+        Some(slot)
     }
 
     fn fit(
@@ -1481,6 +1584,7 @@ impl<'a> Solver<'a> {
                         requests: slot.used.plus(self.daemons[pool].overhead(t)),
                         instance_types: opts.into_iter().map(|(_, t, _)| t).collect(),
                         offering,
+                        warm: slot.warm.is_some(),
                     });
                 }
                 _ => {

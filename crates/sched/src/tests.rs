@@ -1909,3 +1909,131 @@ fn a_pod_with_zonal_affinity_to_a_pod_sorted_after_it_is_tried_again_and_follows
     assert_eq!(zone_of(&plan, &at[0]), ZONES[2]);
     assert_eq!(zone_of(&plan, &at[1]), ZONES[2]);
 }
+
+#[test]
+fn warm_instances_take_new_claims_before_machines_that_boot() {
+    let warm = |t: &str, zone: &str, count: u32| capstan_model::Warm {
+        instance_type: t.into(),
+        zone: zone.into(),
+        capacity_type: "on-demand".into(),
+        count,
+    };
+    let at = |priority: i64| json!({ "priority": priority });
+    // (case, warm instances, pool's zones, pods at priority 0, pods at priority -1, claims as
+    // (type, zone if warm, pods), in plan order)
+    type Case = (
+        &'static str,
+        Vec<capstan_model::Warm>,
+        Option<&'static str>,
+        usize,
+        usize,
+        Vec<(&'static str, &'static str, usize)>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "none: one claim boots",
+            vec![],
+            None,
+            10,
+            0,
+            vec![("m.4xlarge", "-", 10)],
+        ),
+        (
+            "one warm instance, then a machine boots for the rest",
+            vec![warm("m.xlarge", "us-east-1b", 1)],
+            None,
+            10,
+            0,
+            vec![("m.xlarge", "us-east-1b", 4), ("m.2xlarge", "-", 6)],
+        ),
+        (
+            "each warm instance serves one claim",
+            vec![warm("m.xlarge", "us-east-1b", 2)],
+            None,
+            10,
+            0,
+            vec![
+                ("m.xlarge", "us-east-1b", 4),
+                ("m.xlarge", "us-east-1b", 4),
+                ("m.large", "-", 2),
+            ],
+        ),
+        (
+            "the cheapest warm instance first",
+            vec![
+                warm("m.2xlarge", "us-east-1a", 1),
+                warm("m.xlarge", "us-east-1c", 1),
+            ],
+            None,
+            10,
+            0,
+            vec![
+                ("m.xlarge", "us-east-1c", 4),
+                ("m.2xlarge", "us-east-1a", 6),
+            ],
+        ),
+        (
+            "pods holding room wait for a boot",
+            vec![warm("m.xlarge", "us-east-1b", 1)],
+            None,
+            0,
+            4,
+            vec![("m.xlarge", "-", 4)],
+        ),
+        (
+            "pods that wait now take the warm instance before pods holding room",
+            vec![warm("m.xlarge", "us-east-1b", 1)],
+            None,
+            4,
+            4,
+            vec![("m.xlarge", "us-east-1b", 4), ("m.xlarge", "-", 4)],
+        ),
+        (
+            "a warm instance in a zone the pool does not allow is not started",
+            vec![warm("m.xlarge", "us-east-1b", 1)],
+            Some("us-east-1a"),
+            4,
+            0,
+            vec![("m.xlarge", "-", 4)],
+        ),
+    ];
+    for (case, warm, zone, now, room, want) in cases {
+        let mut w = World::new();
+        w.snapshot.warm = warm;
+        if let Some(z) = zone {
+            w.pools = vec![pool(json!({"template": {"spec": {"requirements": [
+                {"key": ZONE, "operator": "In", "values": [z]}]}}}))];
+        }
+        let pods: Vec<Pod> = (0..now)
+            .map(|i| pod(&format!("now-{i}"), 1000, 1024, json!({}), at(0)))
+            .chain((0..room).map(|i| pod(&format!("room-{i}"), 1000, 1024, json!({}), at(-1))))
+            .collect();
+        let plan = w.solve(&pods);
+        let got: Vec<(&str, &str, usize)> = plan
+            .new_claims
+            .iter()
+            .map(|c| {
+                let t = w.types[c.offering.instance_type].name.as_str();
+                let z = if c.warm {
+                    c.offering.zone.as_str()
+                } else {
+                    "-"
+                };
+                if c.warm {
+                    assert_eq!(c.instance_types, [c.offering.instance_type], "{case}");
+                }
+                (t, z, c.pods.len())
+            })
+            .collect();
+        assert_eq!(got, want, "{case}");
+        if now > 0 && room > 0 {
+            let warm_pods: Vec<&str> = plan
+                .new_claims
+                .iter()
+                .filter(|c| c.warm)
+                .flat_map(|c| c.pods.iter().map(|&i| pods[i].name.as_str()))
+                .collect();
+            assert!(warm_pods.iter().all(|n| n.starts_with("now-")), "{case}");
+        }
+    }
+}

@@ -73,6 +73,9 @@ impl CloudProvider for SimCloud {
     async fn drift_of(&self, instances: &[&Instance]) -> Vec<Result<Option<Drift>, CloudError>> {
         self.inner.drift_of(instances).await
     }
+    async fn warm(&self) -> Result<Vec<capstan_model::Warm>, CloudError> {
+        self.inner.warm().await
+    }
     fn repair_policies(&self) -> Vec<RepairPolicy> {
         self.inner.repair_policies()
     }

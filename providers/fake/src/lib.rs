@@ -908,6 +908,20 @@ impl CloudProvider for FakeCloud {
         instances.iter().map(|i| self.drift(&st, i)).collect()
     }
 
+    async fn warm(&self) -> Result<Vec<capstan_model::Warm>, CloudError> {
+        Ok(self
+            .warm_ready()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| capstan_model::Warm {
+                instance_type: k.instance_type,
+                zone: k.zone,
+                capacity_type: k.capacity_type,
+                count: u32::try_from(n).unwrap_or(u32::MAX),
+            })
+            .collect())
+    }
+
     fn repair_policies(&self) -> Vec<RepairPolicy> {
         ["False", "Unknown"]
             .into_iter()

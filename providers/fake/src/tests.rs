@@ -694,6 +694,14 @@ fn a_launch_a_warm_instance_can_serve_starts_it_in_seconds_and_the_pool_refills_
     let (c, clock) = warm_cloud(1, "spot");
     let wanted = key("c7i.large", "us-east-1b", "spot");
     assert_eq!(c.warm_ready()[&wanted], 1);
+    // What the provisioner plans with: the stopped instances ready to start.
+    let ready = capstan_model::Warm {
+        instance_type: "c7i.large".into(),
+        zone: "us-east-1b".into(),
+        capacity_type: "spot".into(),
+        count: 1,
+    };
+    assert_eq!(block_on(c.warm()).unwrap(), std::slice::from_ref(&ready));
     assert!((c.warm_pool_cost_per_hour() - 0.002).abs() < 1e-12);
     // Cheaper offerings exist (m7i.large spot, other zones); the warm one is started first.
     let i = block_on(c.create(&request("w1", &["m7i.large", "c7i.large"]))).unwrap();
@@ -712,6 +720,7 @@ fn a_launch_a_warm_instance_can_serve_starts_it_in_seconds_and_the_pool_refills_
     );
     // The refill boots at its running price until it stops.
     assert_eq!(c.warm_ready()[&wanted], 0);
+    assert_eq!(block_on(c.warm()).unwrap(), []);
     let running = c
         .spot_price("c7i.large", "us-east-1b", clock.now())
         .unwrap();
@@ -721,6 +730,7 @@ fn a_launch_a_warm_instance_can_serve_starts_it_in_seconds_and_the_pool_refills_
     assert!(j.ready_at.unwrap() - j.launched_at >= Duration::from_secs(30));
     clock.advance(Duration::from_secs(90));
     assert_eq!(c.warm_ready()[&wanted], 1);
+    assert_eq!(block_on(c.warm()).unwrap(), [ready]);
     assert!((c.warm_pool_cost_per_hour() - 0.002).abs() < 1e-12);
 }
 
