@@ -232,10 +232,6 @@ fn classes(input: &SolveInput<'_>, plan: &Plan, movable: &[Option<Vec<String>>])
             continue;
         };
         let np = &input.nodepools[pool];
-        if !np.limits.is_empty() {
-            // Repacking could break the pool's limits; sched already honoured them.
-            continue;
-        }
         for &p in &c.pods {
             let Some(keys) = &movable[p] else { continue };
             let pod = &input.pending[p];
@@ -534,8 +530,9 @@ pub fn pack_until(
     proven &= plan.new_claims.is_empty();
     shrink_claims(&input, &mut plan.new_claims);
     plan.new_claims.extend(repacked);
-    // Never worse than the plain first-fit plan it started from.
-    if plan.new_price() > base.new_price() + 1e-9 {
+    // Never worse than the plain first-fit plan it started from, and never past a NodePool's
+    // limits, which that plan honoured.
+    if plan.new_price() > base.new_price() + 1e-9 || !within_limits(&input, &plan.new_claims) {
         plan = base;
         proven = false;
     }
@@ -554,6 +551,32 @@ pub fn pack_until(
         total_price,
         lower_bound,
         gap,
+    })
+}
+
+/// Whether new claims fit what their NodePools' limits leave: each claim holds the largest
+/// capacity among its instance types and one node, as the scheduling core reserves them.
+fn within_limits(input: &SolveInput<'_>, claims: &[NewClaim]) -> bool {
+    let left = capstan_sched::limits_left(input);
+    input.nodepools.iter().zip(&left).all(|(pool, left)| {
+        let Some(left) = left else { return true };
+        let mine: Vec<&NewClaim> = claims.iter().filter(|c| c.nodepool == pool.name).collect();
+        let mut held = Resources::new();
+        for c in &mine {
+            let mut max = Resources::new();
+            for &t in &c.instance_types {
+                max.max_with(&input.instance_types[t].capacity);
+            }
+            held.add(&max);
+        }
+        left.iter().all(|(k, &v)| {
+            let used = if k == "nodes" {
+                mine.len() as i64
+            } else {
+                held.get(k)
+            };
+            used <= v
+        })
     })
 }
 

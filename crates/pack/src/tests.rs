@@ -916,3 +916,77 @@ fn claims_on_warm_instances_come_back_from_every_strategy_as_the_scheduling_core
         assert_eq!(placed, pods.len(), "{strategy:?}");
     }
 }
+
+#[test]
+fn a_pool_with_limits_is_repacked_within_what_its_limits_leave() {
+    let types = catalog(SMALL);
+    // Forty 2-CPU/4-GiB pods: first-fit fills the biggest type; the re-pack buys more,
+    // smaller, cheaper nodes.
+    let pods: Vec<Pod> = (0..40)
+        .map(|i| plain(&format!("p{i}"), 2000, 4096))
+        .collect();
+    let limited = |limits: Value| {
+        let obj: NodePoolObject = serde_json::from_value(json!({
+            "apiVersion": "capstan.dev/v1", "kind": "NodePool", "metadata": {"name": "general"},
+            "spec": {"template": {"spec": {}}, "limits": limits}
+        }))
+        .unwrap();
+        NodePool::compile(&obj).unwrap()
+    };
+    let free = run(&pods, &types, &[limited(json!({}))], Strategy::Default);
+    let ffd = run(&pods, &types, &[limited(json!({}))], Strategy::KarpenterFfd);
+    assert!(
+        free.total_price < ffd.total_price - 1e-9
+            && free.plan.new_claims.len() > ffd.plan.new_claims.len(),
+        "the case needs a re-pack that is cheaper and uses more nodes: {} on {} nodes vs {} on {}",
+        free.total_price,
+        free.plan.new_claims.len(),
+        ffd.total_price,
+        ffd.plan.new_claims.len()
+    );
+    let ffd_nodes = ffd.plan.new_claims.len().to_string();
+    // (limits, the price the default strategy must come to)
+    let cases = [
+        (json!({"cpu": "1000"}), free.total_price),
+        (json!({"cpu": "1000", "memory": "4000Gi"}), free.total_price),
+        // As many nodes as first-fit uses: the re-pack needs more, so first-fit stands.
+        (json!({"nodes": ffd_nodes}), ffd.total_price),
+    ];
+    for (limits, want) in cases {
+        let pool = limited(limits.clone());
+        let r = run(
+            &pods,
+            &types,
+            std::slice::from_ref(&pool),
+            Strategy::Default,
+        );
+        assert!(
+            (r.total_price - want).abs() < 1e-9,
+            "limits {limits}: {} wanted {want}",
+            r.total_price
+        );
+        assert!(
+            r.plan.unschedulable.is_empty(),
+            "limits {limits}: every pod placed"
+        );
+        let mut held = Resources::new();
+        for c in &r.plan.new_claims {
+            let mut max = Resources::new();
+            for &t in &c.instance_types {
+                max.max_with(&types[t].capacity);
+            }
+            held.add(&max);
+        }
+        for (k, &limit) in &pool.limits {
+            let used = if k == "nodes" {
+                r.plan.new_claims.len() as i64
+            } else {
+                held.get(k)
+            };
+            assert!(
+                used <= limit,
+                "limits {limits}: {k} holds {used} of {limit}"
+            );
+        }
+    }
+}

@@ -21,6 +21,52 @@ pub fn solve(input: SolveInput<'_>, options: &SolveOptions) -> Plan {
     solve_cutting(input, options, true)
 }
 
+/// Per NodePool: what its limits leave after existing nodes, in-flight claims and the claims
+/// counted for it (`None`: the pool has no limits). A new claim holds, against the limits, the
+/// largest capacity among its instance types (Karpenter reserves the same way), and one node.
+pub fn limits_left(input: &SolveInput<'_>) -> Vec<Option<BTreeMap<String, i64>>> {
+    input
+        .nodepools
+        .iter()
+        .map(|p| {
+            if p.limits.is_empty() {
+                return None;
+            }
+            let mut left = p.limits.clone();
+            let mine = |l: &BTreeMap<String, String>| {
+                l.get(labels::NODEPOOL).is_some_and(|n| *n == p.name)
+            };
+            let used = input
+                .snapshot
+                .nodes
+                .iter()
+                .filter(|n| mine(&n.labels))
+                .map(|n| (1, n.capacity_or_allocatable()))
+                .chain(
+                    input
+                        .snapshot
+                        .inflight
+                        .iter()
+                        .filter(|c| c.nodepool == p.name)
+                        .map(|c| (1, &c.capacity)),
+                )
+                .chain(
+                    input
+                        .snapshot
+                        .counted
+                        .get(&p.name)
+                        .map(|c| (c.nodes, &c.capacity)),
+                );
+            for (nodes, cap) in used {
+                for (k, v) in left.iter_mut() {
+                    *v -= if k == "nodes" { nodes } else { cap.get(k) };
+                }
+            }
+            Some(left)
+        })
+        .collect()
+}
+
 /// [`solve`] with every pod tried, as it would be without [`Solver::cut_runs`]: what the
 /// cut is checked against.
 #[cfg(test)]
@@ -465,46 +511,7 @@ impl<'a> Solver<'a> {
             }
         }
 
-        // NodePool limits: what is left after existing nodes and in-flight claims.
-        let limit_base = pools
-            .iter()
-            .map(|p| {
-                if p.limits.is_empty() {
-                    return None;
-                }
-                let mut left = p.limits.clone();
-                let mine = |l: &BTreeMap<String, String>| {
-                    l.get(labels::NODEPOOL).is_some_and(|n| *n == p.name)
-                };
-                let used = input
-                    .snapshot
-                    .nodes
-                    .iter()
-                    .filter(|n| mine(&n.labels))
-                    .map(|n| (1, n.capacity_or_allocatable()))
-                    .chain(
-                        input
-                            .snapshot
-                            .inflight
-                            .iter()
-                            .filter(|c| c.nodepool == p.name)
-                            .map(|c| (1, &c.capacity)),
-                    )
-                    .chain(
-                        input
-                            .snapshot
-                            .counted
-                            .get(&p.name)
-                            .map(|c| (c.nodes, &c.capacity)),
-                    );
-                for (nodes, cap) in used {
-                    for (k, v) in left.iter_mut() {
-                        *v -= if k == "nodes" { nodes } else { cap.get(k) };
-                    }
-                }
-                Some(left)
-            })
-            .collect();
+        let limit_base = limits_left(&input);
 
         let min_cpu = input
             .pending
