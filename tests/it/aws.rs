@@ -180,6 +180,7 @@ fn request(claim: &str) -> LaunchRequest {
             kind: "AWSNodeClass".into(),
             name: "demo".into(),
         }),
+        warm_start: false,
     }
 }
 

@@ -28,6 +28,9 @@ pub struct LaunchRequest {
     pub taints: Vec<Taint>,
     /// The NodePool's node class (`nodeClassRef`): the provider's launch settings.
     pub node_class: Option<capstan_model::nodepool::NodeClassRef>,
+    /// The planner put the claim on a warm instance (`CloudProvider::warm`): start a stopped
+    /// one if one is ready. False: boot one.
+    pub warm_start: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

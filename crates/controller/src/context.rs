@@ -465,6 +465,7 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
         mut requirements: Requirements,
         instance_types: Vec<String>,
         requests: Resources,
+        warm: bool,
     ) -> Option<String> {
         requirements.add(instance_type_requirement(&instance_types));
         for _ in 0..3 {
@@ -500,18 +501,17 @@ impl<A: ClusterApi, C: CloudProvider> Ctx<'_, A, C> {
                 startup_taints: pool.startup_taints.clone(),
                 node_class: pool.spec.template.spec.node_class_ref.clone(),
                 finalizers: vec![TERMINATION_FINALIZER.into()],
-                annotations: if capstan_model::claim::min_values_relaxed(
-                    &pool.requirements,
-                    &requirements,
-                ) {
-                    [(
-                        capstan_model::claim::MIN_VALUES_RELAXED_ANNOTATION.to_string(),
-                        "true".to_string(),
-                    )]
-                    .into()
-                } else {
-                    Default::default()
-                },
+                annotations: [
+                    (
+                        capstan_model::claim::MIN_VALUES_RELAXED_ANNOTATION,
+                        capstan_model::claim::min_values_relaxed(&pool.requirements, &requirements),
+                    ),
+                    (capstan_model::claim::WARM_START_ANNOTATION, warm),
+                ]
+                .into_iter()
+                .filter(|(_, on)| *on)
+                .map(|(k, _)| (k.to_string(), "true".to_string()))
+                .collect(),
                 ..Default::default()
             };
             match self.write(Write::CreateClaim(Box::new(claim))).await {

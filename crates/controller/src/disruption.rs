@@ -851,6 +851,7 @@ pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
                 reqs,
                 names,
                 t.allocatable.clone(),
+                false,
             )
             .await;
     }
@@ -870,6 +871,7 @@ pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
         reqs,
         vec![t.name.clone()],
         t.allocatable.clone(),
+        false,
     )
     .await
 }

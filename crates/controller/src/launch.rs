@@ -174,6 +174,10 @@ impl Launcher {
             labels: c.labels.clone(),
             taints: c.taints.clone(),
             node_class: c.node_class.clone(),
+            warm_start: c
+                .annotations
+                .get(capstan_model::claim::WARM_START_ANNOTATION)
+                .is_some_and(|v| v == "true"),
         };
         if !cx.may_act() {
             return false;

@@ -347,6 +347,7 @@ async fn keep_static_pools<A: ClusterApi, C: CloudProvider>(cx: &mut Ctx<'_, A, 
                         pool.requirements.clone(),
                         names.clone(),
                         capstan_model::Resources::new(),
+                        false,
                     )
                     .await;
                 if made.is_none() {
@@ -617,6 +618,7 @@ impl Provisioner {
                     nc.requirements.clone(),
                     names,
                     nc.requests.clone(),
+                    nc.warm,
                 )
                 .await;
             if let Some(name) = claim {

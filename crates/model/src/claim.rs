@@ -33,6 +33,10 @@ pub fn min_values_relaxed(pool: &Requirements, claim: &Requirements) -> bool {
             .is_some_and(|m| claim.get(&r.key).and_then(|c| c.min_values).unwrap_or(0) < m)
     })
 }
+/// Annotation: the planner put this claim on a stopped warm instance the provider reported
+/// ([`crate::Warm`]), so the provider may start one rather than boot a machine. Claims without
+/// it boot: a warm instance is kept for the pods that wait now, not spent on whatever asks.
+pub const WARM_START_ANNOTATION: &str = "capstan.dev/warm-start";
 /// Annotation: when the cloud takes the instance whatever the PDBs say (RFC 3339).
 pub const TERMINATION_DEADLINE_ANNOTATION: &str = "capstan.dev/termination-deadline";
 

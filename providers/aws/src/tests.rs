@@ -156,6 +156,7 @@ fn request() -> LaunchRequest {
             kind: "AWSNodeClass".into(),
             name: "default".into(),
         }),
+        warm_start: false,
     }
 }
 

@@ -626,12 +626,14 @@ impl FakeCloud {
         });
         let has_room =
             |k: &OfferingKey| st.used.get(k).copied().unwrap_or(0) < self.pool_capacity(&st, k);
-        // A stopped warm instance first, as an Auto Scaling group starts its warm pool before it
-        // launches: the first allowed offering, in the order above, with one ready.
+        // For a launch the planner put on a warm instance, a stopped one first, as an Auto
+        // Scaling group starts its warm pool before it launches: the first allowed offering, in
+        // the order above, with one ready. Other launches boot.
         let cold = candidates.iter().find(|(_, _, _, k)| has_room(k));
         let premium = self.inner.config.warm_pool.max_premium;
         let warm = candidates.iter().find(|(_, p, _, k)| {
-            has_room(k)
+            req.warm_start
+                && has_room(k)
                 && premium.is_none_or(|m| cold.is_some_and(|c| *p <= c.1 * (1.0 + m)))
                 && st.warm.get(k).is_some_and(|w| w.iter().any(|&r| r <= now))
         });

@@ -49,6 +49,7 @@ pub fn request(name: &str, types: &[&str]) -> LaunchRequest {
         labels: Default::default(),
         taints: Vec::new(),
         node_class: None,
+        warm_start: false,
     }
 }
 

@@ -688,6 +688,14 @@ fn warm_cloud(size: u32, capacity_type: &str) -> (FakeCloud, ManualClock) {
     (cloud, clock)
 }
 
+/// A launch the planner put on a warm instance.
+fn warm_request(name: &str, types: &[&str]) -> LaunchRequest {
+    LaunchRequest {
+        warm_start: true,
+        ..request(name, types)
+    }
+}
+
 #[test]
 fn a_launch_a_warm_instance_can_serve_starts_it_in_seconds_and_the_pool_refills_by_booting_another()
 {
@@ -703,8 +711,12 @@ fn a_launch_a_warm_instance_can_serve_starts_it_in_seconds_and_the_pool_refills_
     };
     assert_eq!(block_on(c.warm()).unwrap(), std::slice::from_ref(&ready));
     assert!((c.warm_pool_cost_per_hour() - 0.002).abs() < 1e-12);
+    // A launch the planner did not put on a warm instance boots, though one is ready.
+    let cold = block_on(c.create(&request("c1", &["c7i.large"]))).unwrap();
+    assert!(cold.ready_at.unwrap() - cold.launched_at >= Duration::from_secs(30));
+    assert_eq!(c.warm_ready()[&wanted], 1);
     // Cheaper offerings exist (m7i.large spot, other zones); the warm one is started first.
-    let i = block_on(c.create(&request("w1", &["m7i.large", "c7i.large"]))).unwrap();
+    let i = block_on(c.create(&warm_request("w1", &["m7i.large", "c7i.large"]))).unwrap();
     assert_eq!(
         (
             i.instance_type.as_str(),
@@ -726,7 +738,7 @@ fn a_launch_a_warm_instance_can_serve_starts_it_in_seconds_and_the_pool_refills_
         .unwrap();
     assert!((c.warm_pool_cost_per_hour() - running).abs() < 1e-12);
     // The next launch, while the pool refills, boots cold like any other.
-    let j = block_on(c.create(&request("w2", &["m7i.large", "c7i.large"]))).unwrap();
+    let j = block_on(c.create(&warm_request("w2", &["m7i.large", "c7i.large"]))).unwrap();
     assert!(j.ready_at.unwrap() - j.launched_at >= Duration::from_secs(30));
     clock.advance(Duration::from_secs(90));
     assert_eq!(c.warm_ready()[&wanted], 1);
@@ -743,7 +755,8 @@ fn a_warm_instance_dearer_than_the_launchs_cheapest_offering_by_more_than_the_pr
         .config(FakeCloudConfig::from_yaml("w.yaml", yaml).unwrap())
         .clock(Arc::new(clock.clone()))
         .build();
-    let od = |name: &str, types: &[&str]| with_capacity_type(request(name, types), "on-demand");
+    let od =
+        |name: &str, types: &[&str]| with_capacity_type(warm_request(name, types), "on-demand");
     // m7i.large is half the price: the launch boots it.
     let small = block_on(c.create(&od("s", &["m7i.large", "m7i.xlarge"]))).unwrap();
     assert_eq!(small.instance_type, "m7i.large");
@@ -757,11 +770,11 @@ fn a_warm_instance_dearer_than_the_launchs_cheapest_offering_by_more_than_the_pr
 #[test]
 fn a_warm_pool_serves_only_launches_that_allow_its_offering() {
     let (c, _) = warm_cloud(2, "on-demand");
-    let spot_only = with_capacity_type(request("s", &["c7i.large"]), "spot");
+    let spot_only = with_capacity_type(warm_request("s", &["c7i.large"]), "spot");
     let i = block_on(c.create(&spot_only)).unwrap();
     assert_eq!(i.capacity_type, "spot");
     assert!(i.ready_at.unwrap() - i.launched_at >= Duration::from_secs(30));
-    let other_type = with_capacity_type(request("o", &["m7i.large"]), "on-demand");
+    let other_type = with_capacity_type(warm_request("o", &["m7i.large"]), "on-demand");
     assert_eq!(
         block_on(c.create(&other_type)).unwrap().instance_type,
         "m7i.large"
