@@ -69,8 +69,9 @@ pub struct BootConfig {
 }
 
 /// Pre-initialised, stopped instances (an EC2 Auto Scaling warm pool in its `Stopped` state,
-/// or stopped persistent spot instances): a launch one of them can serve starts it in
-/// `start` seconds instead of booting a new machine. The pool refills at once: a new instance
+/// or stopped persistent spot instances): a launch the planner put on one (its request's
+/// `warm_start`) and one of them can serve starts it in `start` seconds instead of booting a
+/// new machine; other launches boot. The pool refills at once: a new instance
 /// boots (paid at its running price meanwhile), initialises and stops. A stopped instance costs
 /// `stoppedHourlyCost` (its EBS volume).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -85,7 +86,7 @@ pub struct WarmPoolConfig {
     /// $0.08 per GiB-month by default).
     pub stopped_hourly_cost: f64,
     /// How much dearer per hour (a fraction) than the launch's cheapest offering a warm
-    /// instance may be and still be started in its place; unset, a warm instance any launch
+    /// instance may be and still be started in its place; unset, a warm instance the launch
     /// allows is started first, as an Auto Scaling group starts its warm pool.
     pub max_premium: Option<f64>,
 }
