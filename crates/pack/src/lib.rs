@@ -532,7 +532,9 @@ pub fn pack_until(
     plan.new_claims.extend(repacked);
     // Never worse than the plain first-fit plan it started from, and never past a NodePool's
     // limits, which that plan honoured.
-    if plan.new_price() > base.new_price() + 1e-9 || !within_limits(&input, &plan.new_claims) {
+    if plan.new_price() > base.new_price() + 1e-9
+        || !capstan_sched::within_limits(&input, &plan.new_claims)
+    {
         plan = base;
         proven = false;
     }
@@ -551,32 +553,6 @@ pub fn pack_until(
         total_price,
         lower_bound,
         gap,
-    })
-}
-
-/// Whether new claims fit what their NodePools' limits leave: each claim holds the largest
-/// capacity among its instance types and one node, as the scheduling core reserves them.
-fn within_limits(input: &SolveInput<'_>, claims: &[NewClaim]) -> bool {
-    let left = capstan_sched::limits_left(input);
-    input.nodepools.iter().zip(&left).all(|(pool, left)| {
-        let Some(left) = left else { return true };
-        let mine: Vec<&NewClaim> = claims.iter().filter(|c| c.nodepool == pool.name).collect();
-        let mut held = Resources::new();
-        for c in &mine {
-            let mut max = Resources::new();
-            for &t in &c.instance_types {
-                max.max_with(&input.instance_types[t].capacity);
-            }
-            held.add(&max);
-        }
-        left.iter().all(|(k, &v)| {
-            let used = if k == "nodes" {
-                mine.len() as i64
-            } else {
-                held.get(k)
-            };
-            used <= v
-        })
     })
 }
 

@@ -78,7 +78,14 @@ fn run(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], strategy: Strat
         nodepools: pools,
         instance_types: types,
     };
-    let r = pack(
+    let r = pack_as(input, strategy);
+    check(pods, types, pools, &r);
+    r
+}
+
+/// The planner with a strategy and two seconds for `optimal`.
+fn pack_as(input: SolveInput<'_>, strategy: Strategy) -> PackResult {
+    pack(
         input,
         &PackOptions {
             strategy,
@@ -86,9 +93,7 @@ fn run(pods: &[Pod], types: &[InstanceType], pools: &[NodePool], strategy: Strat
             ..Default::default()
         },
     )
-    .unwrap();
-    check(pods, types, pools, &r);
-    r
+    .unwrap()
 }
 
 /// Pods as the planner takes them.
@@ -608,15 +613,7 @@ fn run_with(
         nodepools: pools,
         instance_types: types,
     };
-    let r = pack(
-        input,
-        &PackOptions {
-            strategy,
-            time_limit_seconds: 2.0,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let r = pack_as(input, strategy);
     let mut seen = vec![0; pods.len()];
     r.plan
         .new_claims
@@ -901,15 +898,7 @@ fn claims_on_warm_instances_come_back_from_every_strategy_as_the_scheduling_core
     assert_eq!(types[warm[0].offering.instance_type].name, "m7i.xlarge");
     assert_eq!(warm[0].offering.zone, "us-east-1b");
     for strategy in [Strategy::Default, Strategy::KarpenterFfd, Strategy::Optimal] {
-        let r = pack(
-            input,
-            &PackOptions {
-                strategy,
-                time_limit_seconds: 2.0,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let r = pack_as(input, strategy);
         let kept: Vec<&NewClaim> = r.plan.new_claims.iter().filter(|c| c.warm).collect();
         assert_eq!(kept, warm, "{strategy:?}");
         let placed: usize = r.plan.new_claims.iter().map(|c| c.pods.len()).sum();

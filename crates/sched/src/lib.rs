@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 pub use snapshot::SnapshotBuilder;
-pub use solver::{limits_left, solve};
+pub use solver::{claim_holds, limits_left, solve, within_limits};
 
 /// A NodeClaim that has been launched but whose node has not registered yet. The scheduler
 /// treats it like a node it already knows.

@@ -67,6 +67,39 @@ pub fn limits_left(input: &SolveInput<'_>) -> Vec<Option<BTreeMap<String, i64>>>
         .collect()
 }
 
+/// What a new claim holds against its NodePool's limits: the largest capacity among its
+/// instance types (with one node).
+pub fn claim_holds(types: &[InstanceType], options: impl IntoIterator<Item = usize>) -> Resources {
+    let mut held = Resources::new();
+    for t in options {
+        held.max_with(&types[t].capacity);
+    }
+    held
+}
+
+/// Whether new claims fit what their NodePools' limits leave ([`limits_left`], each claim
+/// holding [`claim_holds`] and one node): how the scheduling core keeps limits, for a plan made
+/// another way (the packing planner's).
+pub fn within_limits(input: &SolveInput<'_>, claims: &[NewClaim]) -> bool {
+    let left = limits_left(input);
+    input.nodepools.iter().zip(&left).all(|(pool, left)| {
+        let Some(left) = left else { return true };
+        let mut nodes = 0;
+        let mut held = Resources::new();
+        for c in claims.iter().filter(|c| c.nodepool == pool.name) {
+            nodes += 1;
+            held.add(&claim_holds(
+                input.instance_types,
+                c.instance_types.iter().copied(),
+            ));
+        }
+        left.iter().all(|(k, &v)| {
+            let used = if k == "nodes" { nodes } else { held.get(k) };
+            used <= v
+        })
+    })
+}
+
 /// [`solve`] with every pod tried, as it would be without [`Solver::cut_runs`]: what the
 /// cut is checked against.
 #[cfg(test)]
@@ -1339,10 +1372,8 @@ impl<'a> Solver<'a> {
         }
         if let SlotKind::New { pool } = self.slots[s].kind {
             if self.limit_base[pool].is_some() {
-                let mut reserved = Resources::new();
-                for &t in &self.slots[s].options {
-                    reserved.max_with(&types[t as usize].capacity);
-                }
+                let reserved =
+                    claim_holds(types, self.slots[s].options.iter().map(|&t| t as usize));
                 let first = self.slots[s].pods.len() == 1;
                 let old = std::mem::replace(&mut self.slots[s].reserved, reserved.clone());
                 self.reserved_sum[pool].sub(&old);
