@@ -130,8 +130,8 @@ impl Sim {
                     self.api.put(Object::Pod(Arc::new(p)));
                 }
             } else if have > desired {
-                // The ReplicaSet controller removes unscheduled pods first, then unready,
-                // then the newest.
+                // The ReplicaSet controller removes unscheduled pods first, then the
+                // others in upstream's order (`ActivePodsWithRanks`).
                 let pending: Vec<String> = self.members[w]
                     .pods
                     .iter()
@@ -139,9 +139,18 @@ impl Sim {
                     .map(|(k, _)| k.clone())
                     .collect();
                 let mut victims: Vec<String> = pending.into_iter().rev().collect();
-                let mut rest = self.live_pods(w, now);
-                rest.sort_by(|a, b| a.1.cmp(&b.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
-                victims.extend(rest.into_iter().map(|p| p.0));
+                let live: Vec<Victim> = self
+                    .live_pods(w, now)
+                    .into_iter()
+                    .map(|(key, ready, bound, ready_at)| Victim {
+                        node: self.api.pod(&key).and_then(|p| p.node_name.clone()),
+                        created: self.members[w].pods.get(&key).map_or(bound, |t| t.created),
+                        key,
+                        ready,
+                        ready_at,
+                    })
+                    .collect();
+                victims.extend(scale_down_order(live, now));
                 for k in victims.into_iter().take(have - desired) {
                     if let Some(t) = self.forget_pod(&k) {
                         if t.bound.is_none() {
@@ -244,6 +253,55 @@ impl Sim {
     }
 }
 
+/// A bound pod the ReplicaSet controller may remove.
+struct Victim {
+    key: String,
+    node: Option<String>,
+    ready: bool,
+    ready_at: f64,
+    created: f64,
+}
+
+/// Bound pods in the order upstream's ReplicaSet controller removes them
+/// (`ActivePodsWithRanks`, with `LogarithmicScaleDown`, GA since 1.31): not ready before
+/// ready; then those sharing their node with more of the workload's pods (it spreads what
+/// stays over nodes); then, among ready pods, the ones ready for less time by powers of two
+/// of nanoseconds, and among the rest the newer by the same buckets of age; ties by uid, which
+/// upstream draws at random (here a hash of the name, so a run repeats).
+fn scale_down_order(mut pods: Vec<Victim>, now: f64) -> impl Iterator<Item = String> {
+    let mut on_node: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in &pods {
+        *on_node.entry(p.node.as_deref().unwrap_or("")).or_default() += 1;
+    }
+    let rank: BTreeMap<String, usize> = pods
+        .iter()
+        .map(|p| (p.key.clone(), on_node[p.node.as_deref().unwrap_or("")]))
+        .collect();
+    // The bucket of an age: floor(log2(nanoseconds)), -1 for none.
+    let bucket = |since: f64| {
+        let ns = (now - since) * 1e9;
+        if ns >= 1.0 {
+            ns.log2().floor() as i64
+        } else {
+            -1
+        }
+    };
+    let uid = |k: &str| {
+        k.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    pods.sort_by_cached_key(|p| {
+        let age = if p.ready {
+            bucket(p.ready_at)
+        } else {
+            bucket(p.created)
+        };
+        (p.ready, std::cmp::Reverse(rank[&p.key]), age, uid(&p.key))
+    });
+    pods.into_iter().map(|p| p.key)
+}
+
 /// Where a zone-spread workload's next pods go: its `pending` pods, then `wanted` more, each
 /// to the zone with the fewest (the first by name on a tie), as a `maxSkew: 1` spread places
 /// them. Returns the zones of the `wanted` ones.
@@ -306,6 +364,62 @@ mod tests {
             let want: BTreeMap<String, usize> =
                 want.iter().map(|(z, n)| (z.to_string(), *n)).collect();
             assert_eq!(got, want, "{count:?} {pending} {wanted}");
+        }
+    }
+
+    #[test]
+    fn scale_down_removes_unready_pods_then_those_doubled_up_on_a_node_then_the_recently_ready() {
+        let v = |key: &str, node: &str, ready: bool, ready_at: f64| Victim {
+            key: key.into(),
+            node: Some(node.into()),
+            ready,
+            ready_at,
+            created: ready_at - 20.0,
+        };
+        let now = 10_000.0;
+        // (pods, the first `n` removed, in order)
+        let cases: [(Vec<Victim>, &[&str]); 4] = [
+            // Not ready goes first, even alone on its node.
+            (
+                vec![
+                    v("a", "n1", true, 100.0),
+                    v("b", "n1", true, 200.0),
+                    v("c", "n2", false, 9_990.0),
+                ],
+                &["c"],
+            ),
+            // Of ready pods, those sharing a node with more of theirs go first, however old.
+            (
+                vec![
+                    v("old1", "n1", true, 100.0),
+                    v("old2", "n1", true, 110.0),
+                    v("new", "n2", true, 9_000.0),
+                ],
+                &["old2", "old1"],
+            ),
+            // On equally crowded nodes, the one ready for less time (by powers of two) goes.
+            (
+                vec![
+                    v("a", "n1", true, 100.0),
+                    v("b", "n2", true, 9_900.0),
+                    v("c", "n3", true, 5_000.0),
+                ],
+                &["b", "c", "a"],
+            ),
+            // Within one power of two of age, the order is the uid's: neither newest nor
+            // oldest first.
+            (
+                vec![
+                    v("web-1", "n1", true, 9_000.0),
+                    v("web-2", "n2", true, 9_000.3),
+                    v("web-4", "n3", true, 9_000.5),
+                ],
+                &["web-4", "web-1", "web-2"],
+            ),
+        ];
+        for (pods, want) in cases {
+            let got: Vec<String> = scale_down_order(pods, now).take(want.len()).collect();
+            assert_eq!(got, want);
         }
     }
 }
