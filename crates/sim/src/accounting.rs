@@ -279,7 +279,12 @@ impl Sim {
                 .iter()
                 .map(|w| w.forecaster.as_ref().map_or(0, |f| f.floor))
                 .collect(),
-            pending: self.view.pending().len(),
+            pending: self
+                .view
+                .pending()
+                .iter()
+                .filter(|(_, p)| !crate::forecast::is_placeholder(p))
+                .count(),
             pods,
             spot_nodes: spot,
             on_demand_nodes: od,

@@ -157,6 +157,7 @@ pub struct Sample {
     pub replicas: Vec<i32>,
     /// Each workload's forecast floor (0 without a forecast).
     pub floors: Vec<i32>,
+    /// Pods pending, placeholders (headroom, forecast room) left out: they wait for no one.
     pub pending: usize,
     pub pods: usize,
     pub spot_nodes: usize,
