@@ -851,7 +851,7 @@ pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
                 reqs,
                 names,
                 t.allocatable.clone(),
-                false,
+                r.warm,
             )
             .await;
     }
@@ -871,7 +871,7 @@ pub(crate) async fn launch_replacement<A: ClusterApi, C: CloudProvider>(
         reqs,
         vec![t.name.clone()],
         t.allocatable.clone(),
-        false,
+        r.warm,
     )
     .await
 }

@@ -360,6 +360,8 @@ pub struct Replacement {
     /// Empty otherwise: the replacement is pinned to the chosen offering.
     pub spot_options: Vec<usize>,
     pub requirements: capstan_model::Requirements,
+    /// The plan put it on a warm instance (only for an interruption: see [`interruption`]).
+    pub warm: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -468,6 +470,10 @@ struct Engine<'a> {
     labelled_pool: Vec<Option<usize>>,
     /// Per node: [`Node::capacity_or_allocatable`], read once per evaluation.
     capacity: Vec<capstan_model::Resources>,
+    /// Warm instances the cloud can start in seconds: a replacement may start one only when
+    /// the cloud is taking the node (an interruption); a voluntary replacement boots at its
+    /// cheapest offering.
+    warm: Vec<capstan_model::Warm>,
 }
 
 impl<'a> Engine<'a> {
@@ -742,6 +748,7 @@ impl<'a> Engine<'a> {
             labelled_pools,
             labelled_pool,
             capacity,
+            warm: Vec::new(),
         }
     }
 
@@ -992,7 +999,8 @@ impl<'a> Engine<'a> {
                 b.counted_many(pool, *count, capacity);
             }
         }
-        let snapshot = b.build();
+        let mut snapshot = b.build();
+        snapshot.warm.clone_from(&self.warm);
         let pools: Vec<NodePool> = if launch {
             input.nodepools.to_vec()
         } else {
@@ -1134,6 +1142,7 @@ impl<'a> Engine<'a> {
                     c.requirements.clone()
                 },
                 spot_options,
+                warm: c.warm,
             })
             .collect();
         for (k, c) in plan.new_claims.iter().enumerate() {
@@ -1610,13 +1619,17 @@ pub fn evaluate(input: Input<'_>) -> Evaluation {
 /// The command for a spot interruption warning: replace the node and drain it before the
 /// reclaim time, `seconds_left` from now. Budgets, PDB waits and do-not-disrupt do not stop it
 /// (the node goes anyway); when waves would outlast the deadline, every pod is evicted at once.
+/// The replacement may start one of the cloud's `warm` instances, as the provisioner's plans
+/// do: its pods have a deadline, and a warm start comes well within it where a boot may not.
 pub fn interruption(
     input: Input<'_>,
     node: &str,
     reason: Reason,
     seconds_left: f64,
+    warm: &[capstan_model::Warm],
 ) -> Option<Command> {
-    let e = Engine::new(input);
+    let mut e = Engine::new(input);
+    e.warm = warm.to_vec();
     let i = input.nodes.iter().position(|n| n.node.name == node)?;
     let mut c = e.command(reason, &[i], true, false)?;
     c.savings = c.savings.max(0.0);

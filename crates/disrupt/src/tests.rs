@@ -1214,11 +1214,71 @@ fn an_interruption_replaces_the_node_whatever_blocks_voluntary_moves() {
         "spot-1",
         Reason::SpotInterruption,
         120.0,
+        &[],
     )
     .unwrap();
     assert_eq!(c.reason, Reason::SpotInterruption);
     assert_eq!(c.replacements.len(), 1);
     assert!(c.drain_seconds <= 120.0);
+}
+
+#[test]
+fn an_interruption_replacement_starts_a_warm_instance_that_can_serve_and_otherwise_boots() {
+    let t = types();
+    let nodes = [node("spot-1", "m7i.xlarge", 1.0, &t)];
+    let pods = [Arc::new(pod("p1", "spot-1", 2000, 2048))];
+    let pools = [pool(json!({}))];
+    let warm = |it: &str, zone: &str, count: u32| capstan_model::Warm {
+        instance_type: it.into(),
+        zone: zone.into(),
+        // The NodePool leaves capacity type to its default: on-demand.
+        capacity_type: "on-demand".into(),
+        count,
+    };
+    // (warm instances, the replacement's type and zone where not the one that boots,
+    // whether it starts a warm one)
+    type Case<'a> = (Vec<capstan_model::Warm>, Option<(&'a str, &'a str)>, bool);
+    let cases: [Case; 4] = [
+        (vec![], None, false),
+        (
+            vec![warm("m7i.2xlarge", "us-east-1b", 1)],
+            Some(("m7i.2xlarge", "us-east-1b")),
+            true,
+        ),
+        // None left to start, or too small for the pods: it boots.
+        (vec![warm("m7i.2xlarge", "us-east-1b", 0)], None, false),
+        (vec![warm("c7i.large", "us-east-1b", 2)], None, false),
+    ];
+    let cold = |warm: &[capstan_model::Warm]| {
+        let input = Input {
+            nodes: &nodes,
+            pods: &pods,
+            pdbs: &[],
+            nodepools: &pools,
+            instance_types: &t,
+            daemonsets: &[],
+            now: NOW,
+            spot_to_spot: true,
+            ignore_preferences: false,
+            known: None,
+        };
+        interruption(input, "spot-1", Reason::SpotInterruption, 120.0, warm).unwrap()
+    };
+    let booted = cold(&[]).replacements[0].clone();
+    for (w, want, starts_warm) in cases {
+        let r = cold(&w).replacements[0].clone();
+        assert_eq!(r.warm, starts_warm, "{w:?}");
+        match want {
+            Some((it, zone)) => {
+                assert_eq!(
+                    (t[r.instance_type].name.as_str(), r.zone.as_str()),
+                    (it, zone)
+                );
+                assert_ne!(t[r.instance_type].name, t[booted.instance_type].name);
+            }
+            None => assert_eq!(r, booted, "{w:?}"),
+        }
+    }
 }
 
 #[test]
@@ -1257,7 +1317,7 @@ fn an_interruption_evicts_everything_at_once_when_waves_would_miss_the_deadline(
         ignore_preferences: false,
         known: None,
     };
-    let c = interruption(input, "spot-1", Reason::SpotInterruption, 120.0).unwrap();
+    let c = interruption(input, "spot-1", Reason::SpotInterruption, 120.0, &[]).unwrap();
     assert_eq!(
         c.drain.len(),
         1,
