@@ -273,6 +273,12 @@ pub enum Write {
     /// `POST pods/{name}/eviction` with a uid precondition: [`ApiError::TooManyRequests`] while a
     /// PodDisruptionBudget allows no disruption, [`ApiError::NotFound`] when it is gone.
     Evict { pod: String, uid: String },
+    /// `PATCH pods/{name}/status` (merge patch of `status.nominatedNodeName`; `None` clears
+    /// it): the node capstan launched for a pending pod, set as the node registers, so
+    /// kube-scheduler's nominator holds the room there for it (KEP-5278). capstan clears the
+    /// ones it set that did not bind: with `NominatedNodeNameForExpectation` on,
+    /// kube-scheduler leaves that to the component that set it.
+    Nominate { pod: String, node: Option<String> },
     /// `PATCH nodepools/{name}/status` (merge patch of its conditions; capstan owns them).
     PoolStatus {
         name: String,
@@ -310,6 +316,7 @@ impl Write {
             } => "delete node",
             Write::Delete { .. } => "delete nodeclaim",
             Write::Evict { .. } => "evict pod",
+            Write::Nominate { .. } => "nominate pod",
             Write::PoolStatus { .. } => "patch nodepool status",
             Write::CreatePod(_) => "create pod",
             Write::Event(_) => "publish event",
@@ -350,7 +357,7 @@ impl Write {
             Write::Meta { kind, name, .. } => format!("{}/{name}", kind.plural()),
             Write::Taint { node, .. } => format!("nodes/{node}"),
             Write::Delete { kind, key, .. } => format!("{}/{key}", kind.plural()),
-            Write::Evict { pod, .. } => format!("pods/{pod}"),
+            Write::Evict { pod, .. } | Write::Nominate { pod, .. } => format!("pods/{pod}"),
             Write::PoolStatus { name, .. } => format!("nodepools/{name}"),
             Write::CreatePod(p) => format!("pods/{}", p.key()),
             Write::Event(e) => format!("{}/{}", e.regarding.0.plural(), e.regarding.1),

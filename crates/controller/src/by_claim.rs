@@ -90,7 +90,6 @@ impl<V> PodsByClaim<V> {
     }
 
     /// The pods of `claim`, in key order.
-    #[cfg(test)]
     pub fn pods_of(&self, claim: &str) -> impl Iterator<Item = &String> {
         self.by_claim.get(claim).into_iter().flatten()
     }

@@ -50,6 +50,10 @@ pub(crate) struct Shared {
     pub catalog: Catalog,
     /// Pod key → the in-flight claim it is planned onto.
     pub nominations: crate::by_claim::PodsByClaim<()>,
+    /// Pods whose `status.nominatedNodeName` capstan set as their claim's node registered:
+    /// pod key → (claim, node, when). capstan clears those that did not bind
+    /// ([`crate::registration::clear_nominations`]).
+    pub nominated: crate::provisioning::Nominated,
     /// Pods the last plan found no place for (no NodePool or instance type serves them):
     /// they do not hold up disruption.
     pub unservable: BTreeSet<String>,
@@ -91,6 +95,7 @@ impl Shared {
             lead: Leadership::default(),
             catalog: Catalog::default(),
             nominations: Default::default(),
+            nominated: BTreeMap::new(),
             unservable: BTreeSet::new(),
             pod_events: Default::default(),
             disruption_inputs: Default::default(),

@@ -466,7 +466,7 @@ impl Disruption {
         // Settle first (the loops run only on a synced cache): no disruption while machines
         // are coming up or pods wait for a launch. Pods the last plan found no place for do
         // not wait for anything, so they hold up nothing.
-        let busy = crate::provisioning::provisionable_pods(cx.cache(), cx.config)
+        let busy = crate::provisioning::provisionable_pods(cx.cache(), cx.config, &cx.s.nominated)
             .any(|(k, _)| !cx.s.unservable.contains(k))
             || cx
                 .cache()

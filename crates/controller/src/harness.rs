@@ -280,6 +280,50 @@ fn a_pending_pod_gets_a_claim_that_launches_registers_and_initializes() {
 }
 
 #[test]
+fn a_registering_node_is_nominated_for_the_pods_planned_on_it_and_nominations_that_do_not_bind_are_cleared()
+ {
+    block(async {
+        let mut w = World::new(pool(serde_json::json!({})));
+        w.pending("web-1");
+        w.pending("web-2");
+        let nominated = |w: &World, pod: &str| {
+            w.api
+                .pod(&format!("default/{pod}"))
+                .and_then(|p| p.nominated_node.clone())
+        };
+        // Until the claim registers, nobody is nominated; as it does, both pods are, to
+        // its node, before the unregistered taint comes off.
+        let mut registered = None;
+        for _ in 0..30 {
+            w.run_a(1).await;
+            let c = w.claims();
+            assert_eq!(c.len(), 1, "both pods fit one claim");
+            if let Some(node) = c[0].status.node_name.clone() {
+                registered = Some((node, w.clock.now().as_secs_f64()));
+                break;
+            }
+            assert_eq!(nominated(&w, "web-1"), None);
+        }
+        let (node, at) = registered.expect("the claim registers");
+        assert_eq!(nominated(&w, "web-1").as_deref(), Some(node.as_str()));
+        assert_eq!(nominated(&w, "web-2").as_deref(), Some(node.as_str()));
+        // kube-scheduler binds one; the other stays pending (a pod of higher priority took
+        // its room, say). Its nomination stays for the grace after the node initializes,
+        // then capstan clears it and the pod is the provisioner's again.
+        w.bind("web-1", &node);
+        w.run_a(10).await;
+        assert_eq!(nominated(&w, "web-2").as_deref(), Some(node.as_str()));
+        w.run_a(crate::registration::NOMINATION_GRACE as u32).await;
+        assert!(w.clock.now().as_secs_f64() - at > crate::registration::NOMINATION_GRACE);
+        assert_eq!(nominated(&w, "web-2"), None);
+        assert_eq!(
+            w.api.pod("default/web-1").and_then(|p| p.node_name.clone()),
+            Some(node)
+        );
+    });
+}
+
+#[test]
 fn a_claim_whose_instance_is_terminated_behind_its_back_starts_its_deletion_at_the_next_collection()
 {
     block(async {

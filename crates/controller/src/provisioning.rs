@@ -397,6 +397,7 @@ impl Provisioner {
         now: f64,
     ) {
         keep_static_pools(cx, now).await;
+        crate::registration::clear_nominations(cx, now).await;
         let cutoff = cx.config.expendable_priority_cutoff;
         for (pod, priority) in expendable(cx.cache(), cx.config) {
             cx.once(
@@ -418,7 +419,8 @@ impl Provisioner {
                 .is_some_and(|c| !c.deleting() && !c.status.initialized())
         };
         let config = cx.config;
-        let provisionable = |pod: &str| provisionable_pod(cache, config, pod);
+        let ours = &cx.s.nominated;
+        let provisionable = |pod: &str| provisionable_pod(cache, config, ours, pod);
         let moving = moving(cache, cx.config, now);
         let planned = |pod: &str| provisionable(pod).is_some() || moving.contains(pod);
         // The pods changed since the last pass, when the cache's journal still reaches back.
@@ -487,7 +489,7 @@ impl Provisioner {
         {
             let mut nominated = cx.s.nominations.keys().map(|k| (k, ())).peekable();
             let mut held = self.launched.held.keys().map(|k| (k, ())).peekable();
-            for (k, p) in provisionable_pods(cache, config) {
+            for (k, p) in provisionable_pods(cache, config, &cx.s.nominated) {
                 if seek(&mut nominated, k).is_some() || seek(&mut held, k).is_some() {
                     continue;
                 }
@@ -676,19 +678,32 @@ impl Provisioner {
 
 /// Whether capstan buys a node for a pending pod: kube-scheduler found no node for it (see
 /// [`Pod::is_provisionable`]) and it is not expendable.
-fn provisionable_by(p: &Pod, config: &Config) -> bool {
-    p.is_provisionable(&config.scheduler_names) && p.priority >= config.expendable_priority_cutoff
+/// A pod nominated to a node is preempting (kube-scheduler's nomination), unless the
+/// nomination is one capstan made as the node launched for it registered (`ours`): that pod
+/// is still capstan's, its launch still tracked.
+fn provisionable_by(p: &Pod, config: &Config, ours: &Nominated) -> bool {
+    let not_preempting = match &p.nominated_node {
+        None => true,
+        Some(n) => ours.get(&p.key()).is_some_and(|(_, node, _)| node == n),
+    };
+    not_preempting
+        && p.waits_for_capacity(&config.scheduler_names)
+        && p.priority >= config.expendable_priority_cutoff
 }
+
+/// Pod key → (claim, node, when) of each nomination capstan made (`Shared::nominated`).
+pub(crate) type Nominated = std::collections::BTreeMap<String, (String, String, f64)>;
 
 /// The pending pods capstan buys nodes for ([`provisionable_by`]), in key order.
 pub(crate) fn provisionable_pods<'c>(
     cache: &'c Cache,
     config: &'c Config,
+    ours: &'c Nominated,
 ) -> impl Iterator<Item = (&'c String, &'c Arc<Pod>)> + 'c {
     cache
         .pending()
         .iter()
-        .filter(|(_, p)| provisionable_by(p, config))
+        .filter(|(_, p)| provisionable_by(p, config, ours))
 }
 
 /// The pending pod `key` if capstan buys a node for it (one of [`provisionable_pods`]), by a
@@ -696,11 +711,12 @@ pub(crate) fn provisionable_pods<'c>(
 pub(crate) fn provisionable_pod<'c>(
     cache: &'c Cache,
     config: &Config,
+    ours: &Nominated,
     key: &str,
 ) -> Option<&'c Arc<Pod>> {
     cache
         .pending_pod(key)
-        .filter(|p| provisionable_by(p, config))
+        .filter(|p| provisionable_by(p, config, ours))
 }
 
 /// Pods of nodes being deleted (the Node's or its NodeClaim's deletion requested) that will

@@ -189,6 +189,7 @@ pub(crate) async fn register<A: ClusterApi, C: CloudProvider>(
             return;
         }
     }
+    nominate(cx, &c.name, &node_name, now).await;
     if node.taints.iter().any(|t| t.key == UNREGISTERED_TAINT)
         && !cx
             .taint(&node_name, TaintChange::Remove(UNREGISTERED_TAINT.into()))
@@ -226,6 +227,89 @@ pub(crate) async fn register<A: ClusterApi, C: CloudProvider>(
                 node: node_name,
             },
         );
+    }
+}
+
+/// How long a pod capstan nominated may stay pending on its initialized node before the
+/// nomination is cleared: kube-scheduler retries a pod as soon as a node changes, so one that
+/// fits binds within a second or two of its node's Ready.
+pub const NOMINATION_GRACE: f64 = 15.0;
+/// How long a nomination stays when its node never initializes (the claim is replaced after
+/// `registration_ttl` anyway; this bounds the pods' wait on a node that stays NotReady).
+pub const NOMINATION_TTL: f64 = 120.0;
+
+/// Sets `status.nominatedNodeName` of the pending pods planned onto `claim` to its node as
+/// it registers, before the node takes any pod. kube-scheduler's nominator then holds their
+/// room on that node against pods of their priority or lower, instead of binding whichever
+/// pod its queue holds first: without it, pods with no constraints took the room planned
+/// for zone-spread pods on the first nodes up, and those waited for a second launch. This is
+/// the use KEP-5278 gives the field. kube-scheduler 1.34 clears it when the pod fails a
+/// scheduling cycle (unless `NominatedNodeNameForExpectation` is on); capstan clears those
+/// it set that did not bind ([`clear_nominations`]).
+async fn nominate<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    claim: &str,
+    node: &str,
+    now: f64,
+) {
+    let pods: Vec<String> =
+        cx.s.nominations
+            .pods_of(claim)
+            .filter(|k| {
+                cx.s.cache
+                    .pod(k)
+                    .is_some_and(|p| p.node_name.is_none() && p.nominated_node.is_none())
+            })
+            .cloned()
+            .collect();
+    for pod in pods {
+        let w = Write::Nominate {
+            pod: pod.clone(),
+            node: Some(node.to_string()),
+        };
+        if cx.write(w).await.is_ok() {
+            cx.s.nominated
+                .insert(pod, (claim.to_string(), node.to_string(), now));
+        }
+    }
+}
+
+/// Clears the nominations capstan made whose pods did not bind: their node is gone or being
+/// deleted, it has been initialized for [`NOMINATION_GRACE`], or it never initialized within
+/// [`NOMINATION_TTL`]. The pod is then pending without a nomination, and the provisioner
+/// plans for it again. Nominations that bound, whose pod is gone, or that someone else has
+/// changed since (kube-scheduler's preemption) are forgotten.
+pub(crate) async fn clear_nominations<A: ClusterApi, C: CloudProvider>(
+    cx: &mut Ctx<'_, A, C>,
+    now: f64,
+) {
+    if cx.s.nominated.is_empty() {
+        return;
+    }
+    let cache = &cx.s.cache;
+    let mut clear = Vec::new();
+    cx.s.nominated.retain(|pod, (claim, node, at)| {
+        let Some(p) = cache.pod(pod) else {
+            return false;
+        };
+        if p.node_name.is_some() || p.nominated_node.as_deref() != Some(node.as_str()) {
+            return false;
+        }
+        let node_live = cache.node(node).is_some_and(|n| !n.deleting);
+        let initialized = cache
+            .claim(claim)
+            .and_then(|c| c.status.initialized_at)
+            .map(|t| t.max(*at));
+        let stale = !node_live
+            || initialized.is_some_and(|t| now - t >= NOMINATION_GRACE)
+            || now - *at >= NOMINATION_TTL;
+        if stale {
+            clear.push(pod.clone());
+        }
+        !stale
+    });
+    for pod in clear {
+        let _ = cx.write(Write::Nominate { pod, node: None }).await;
     }
 }
 

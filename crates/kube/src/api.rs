@@ -629,6 +629,21 @@ impl ClusterApi for KubeApi {
             }
             Write::Delete { kind, key, uid, rv } => self.delete(kind, &key, &uid, &rv).await,
             Write::Evict { pod, uid } => self.evict(&pod, &uid).await,
+            Write::Nominate { pod, node } => {
+                let t = target(Kind::Pod, &pod);
+                let (ns, name) = split(&pod);
+                let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+                let body = json!({"status": {"nominatedNodeName": node}});
+                self.throttle.wait().await;
+                let o = api
+                    .patch_status(name, &PatchParams::default(), &Patch::Merge(body))
+                    .await
+                    .map_err(|e| api_error(&t, Kind::Pod, e))?;
+                Ok(Written::Object(
+                    convert::meta(&o.metadata),
+                    convert::pod(&o),
+                ))
+            }
             Write::PoolStatus { name, conditions } => {
                 let t = target(Kind::NodePool, &name);
                 let body = json!({"status": {"conditions": conditions}});

@@ -44,6 +44,8 @@ pub const CLUSTER: &[Permission] = &[
     ("", "nodes", "delete"),
     ("", "pods", "delete"),
     ("", "pods/eviction", "create"),
+    // The node launched for a pending pod, as it registers (`Write::Nominate`).
+    ("", "pods/status", "patch"),
     ("events.k8s.io", "events", "create"),
     // The AWS provider's node classes: listed, their status written.
     ("capstan.dev", "awsnodeclasses", "list"),

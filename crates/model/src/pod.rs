@@ -165,7 +165,8 @@ pub struct Pod {
     pub scheduling_message: Option<String>,
     /// `spec.schedulingGates` is not empty: no scheduler may place the pod yet.
     pub scheduling_gated: bool,
-    /// `status.nominatedNodeName`: the pod is preempting lower-priority pods on that node.
+    /// `status.nominatedNodeName`: kube-scheduler's preemption is making room for the pod on
+    /// that node, or capstan nominated it to the node launched for it as that registered.
     pub nominated_node: Option<String>,
     /// `spec.schedulerName` when it is not the default scheduler.
     pub scheduler_name: Option<String>,
@@ -367,10 +368,15 @@ impl Pod {
     /// not scheduling-gated, not preempting (a nominated node), not a DaemonSet's or a
     /// Node's (static) pod.
     pub fn is_provisionable(&self, schedulers: &[String]) -> bool {
+        self.nominated_node.is_none() && self.waits_for_capacity(schedulers)
+    }
+
+    /// [`Pod::is_provisionable`] but for the nomination: a pod nominated to a node by the
+    /// provisioner itself, not by kube-scheduler's preemption, still waits for capacity.
+    pub fn waits_for_capacity(&self, schedulers: &[String]) -> bool {
         self.is_pending()
             && self.unschedulable
             && !self.scheduling_gated
-            && self.nominated_node.is_none()
             && !self.is_daemonset_pod()
             && self.owner_kind.as_deref() != Some("Node")
             && schedulers.iter().any(|s| s == self.scheduler())

@@ -99,8 +99,17 @@ impl Sim {
             .min();
         // What this pass changed on each node: the view does not show it yet.
         let mut changed: Changes = BTreeMap::new();
+        // Pending pods nominated to a node (`status.nominatedNodeName`), those waiting out a
+        // backoff too: kube-scheduler's nominator holds their room there.
+        let mut nominated: Vec<Arc<Pod>> = self
+            .view
+            .pending()
+            .values()
+            .filter(|p| p.nominated_node.is_some())
+            .cloned()
+            .collect();
         for level in levels {
-            let pods: Vec<Arc<Pod>> = if pending.iter().all(|p| p.priority == level) {
+            let mut pods: Vec<Arc<Pod>> = if pending.iter().all(|p| p.priority == level) {
                 std::mem::take(&mut pending)
             } else {
                 pending
@@ -109,7 +118,18 @@ impl Sim {
                     .cloned()
                     .collect()
             };
-            let snapshot = self.snapshot(&pods, &changed);
+            if !nominated.is_empty() {
+                pods = self.bind_nominated(pods, &mut nominated, &mut changed, now);
+                if pods.is_empty() {
+                    continue;
+                }
+            }
+            let snapshot = if nominated.iter().any(|p| p.priority >= level) {
+                let held = Self::holding(&nominated, level, &pods, &changed);
+                self.snapshot(&pods, &held)
+            } else {
+                self.snapshot(&pods, &changed)
+            };
             // No node with room for the smallest pod: none fits, but some may preempt.
             let (placed, unschedulable) = if snapshot.nodes.is_empty() {
                 (Vec::new(), (0..pods.len()).collect())
@@ -124,6 +144,17 @@ impl Sim {
                     changed.entry(b.node.clone()).or_default().added.push(bound);
                 }
             }
+            // Nominated pods bound elsewhere (or now preempting) hold no room any more.
+            if !nominated.is_empty() {
+                let waiting: HashSet<&str> = unschedulable
+                    .iter()
+                    .map(|&i| pods[i].uid.as_str())
+                    .collect();
+                let placing: HashSet<&str> = pods.iter().map(|p| p.uid.as_str()).collect();
+                nominated.retain(|p| {
+                    !placing.contains(p.uid.as_str()) || waiting.contains(p.uid.as_str())
+                });
+            }
             // Pods that fit nowhere may preempt lower-priority pods.
             for i in unschedulable {
                 let p = &pods[i];
@@ -135,6 +166,86 @@ impl Sim {
                 self.mark_unschedulable(p);
             }
         }
+    }
+
+    /// kube-scheduler tries a nominated pod on its nominated node first: each of `pods` that
+    /// is nominated to a ready node where it fits — beside that node's pods and the other
+    /// pods nominated there of its priority or higher — is bound there. Returns the rest, to
+    /// be placed like any pod (one that fits nowhere loses its nomination with the failure).
+    fn bind_nominated(
+        &mut self,
+        pods: Vec<Arc<Pod>>,
+        nominated: &mut Vec<Arc<Pod>>,
+        changed: &mut Changes,
+        now: f64,
+    ) -> Vec<Arc<Pod>> {
+        let mut rest = Vec::with_capacity(pods.len());
+        for pod in pods {
+            let Some(node) = pod
+                .nominated_node
+                .as_deref()
+                .and_then(|n| self.view.node(n))
+                .filter(|n| n.ready && !n.unschedulable)
+                .cloned()
+            else {
+                rest.push(pod);
+                continue;
+            };
+            let on: Vec<Arc<Pod>> = self
+                .view
+                .pods_on(&node.name)
+                .filter(|p| {
+                    changed
+                        .get(&node.name)
+                        .is_none_or(|c| !c.gone.contains(&p.uid))
+                })
+                .chain(changed.get(&node.name).into_iter().flat_map(|c| &c.added))
+                .filter(|p| p.is_active())
+                .chain(nominated.iter().filter(|o| {
+                    o.uid != pod.uid
+                        && o.priority >= pod.priority
+                        && o.nominated_node.as_deref() == Some(node.name.as_str())
+                }))
+                .cloned()
+                .collect();
+            if self.fits_on(&pod, &node, &on) {
+                nominated.retain(|o| o.uid != pod.uid);
+                let bound = self.bind(&pod, &node.name, now);
+                changed
+                    .entry(node.name.clone())
+                    .or_default()
+                    .added
+                    .push(bound);
+            } else {
+                rest.push(pod);
+            }
+        }
+        rest
+    }
+
+    /// `changed` with the room of the `nominated` pods of priority `level` or higher held on
+    /// their nodes (kube-scheduler's filters see a node with its nominated pods of the pod's
+    /// priority or higher added), but for those among `pods`, which are being placed.
+    fn holding(
+        nominated: &[Arc<Pod>],
+        level: i32,
+        pods: &[Arc<Pod>],
+        changed: &Changes,
+    ) -> Changes {
+        let placing: HashSet<&str> = pods.iter().map(|p| p.uid.as_str()).collect();
+        let mut held = changed.clone();
+        for p in nominated
+            .iter()
+            .filter(|p| p.priority >= level && !placing.contains(p.uid.as_str()))
+        {
+            let Some(node) = p.nominated_node.clone() else {
+                continue;
+            };
+            let mut on = Pod::clone(p);
+            on.node_name = Some(node.clone());
+            held.entry(node).or_default().added.push(Arc::new(on));
+        }
+        held
     }
 
     /// Every ready node with its pods, as the scheduler sees them for `pending`, with what
@@ -172,6 +283,7 @@ impl Sim {
     fn bind(&mut self, pod: &Pod, node: &str, now: f64) -> Arc<Pod> {
         let mut p = pod.clone();
         p.node_name = Some(node.to_string());
+        p.nominated_node = None;
         p.phase = PodPhase::Running;
         p.unschedulable = false;
         let key = p.key();
@@ -396,10 +508,13 @@ impl Sim {
 
     /// Sets `PodScheduled=False` (`Unschedulable`) on a pod that did not fit, as kube-scheduler
     /// does; capstan provisions only for such pods.
+    /// A nomination goes with it, as kube-scheduler 1.34 clears it on a failure (its default,
+    /// `NominatedNodeNameForExpectation` off).
     fn mark_unschedulable(&self, pod: &Pod) {
-        if !pod.unschedulable {
+        if !pod.unschedulable || pod.nominated_node.is_some() {
             let mut p = pod.clone();
             p.unschedulable = true;
+            p.nominated_node = None;
             self.api.put(Object::Pod(Arc::new(p)));
         }
     }
@@ -562,5 +677,85 @@ workloads:
         assert_eq!(o.bound.as_deref(), Some("a"));
         assert_eq!(o.victims.len(), 1);
         assert_eq!(of(&o.victims[0]), "filler", "{:?}", o.victims);
+    }
+
+    /// Three pending `web` pods (700m) and one empty m7i.large `a` with room for two; the
+    /// third is nominated to `nominate` (if any), and kept out of the pass (in its
+    /// unschedulable backoff) when `backoff`. Returns where each pod went.
+    fn nominated_pass(nominate: Option<&str>, backoff: bool) -> Vec<Option<String>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let sc = Scenario::parse("preemption.yaml", WORLD).unwrap();
+            let opts = Options {
+                replicas: 0,
+                ..Default::default()
+            };
+            let mut sim = Sim::new(sc, opts);
+            let t = sim.types.iter().find(|t| t.name == "m7i.large").unwrap();
+            let node = Node::for_instance_type(t, "a", "us-east-1a", "spot", "general");
+            sim.api.put(Object::Node(Arc::new(node)));
+            let k = sim
+                .workloads
+                .iter()
+                .position(|w| w.spec.name == "web")
+                .unwrap();
+            let mut keys = Vec::new();
+            for i in 0..3 {
+                let mut p = sim.workloads[k].new_pod();
+                if i == 2 {
+                    p.nominated_node = nominate.map(String::from);
+                    if backoff {
+                        sim.unschedulable.insert(p.key());
+                    }
+                }
+                keys.push(p.key());
+                sim.api.put(Object::Pod(Arc::new(p)));
+            }
+            sim.sync_view().await;
+            // The node's generation is what the last pass saw: no flush of the backoff.
+            let counters = sim.view.counters();
+            sim.capacity_seen = (counters.node_generation, counters.freed);
+            sim.last_flush = 1.0;
+            sim.schedule(1.0);
+            sim.sync_view().await;
+            keys.iter()
+                .map(|k| sim.view.pod(k).and_then(|p| p.node_name.clone()))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn a_nominated_pod_gets_the_room_on_its_node_before_pods_of_its_priority_that_came_first() {
+        let a = || Some("a".to_string());
+        // (case, nominated to, in backoff, where the three pods went)
+        type Case<'a> = (&'a str, Option<&'a str>, bool, [Option<String>; 3]);
+        let cases: [Case; 4] = [
+            ("no nomination: first come", None, false, [a(), a(), None]),
+            (
+                "nominated to a: it goes there",
+                Some("a"),
+                false,
+                [a(), None, a()],
+            ),
+            (
+                "nominated to a node that is gone",
+                Some("gone"),
+                false,
+                [a(), a(), None],
+            ),
+            (
+                "nominated, in backoff: its room is held",
+                Some("a"),
+                true,
+                [a(), None, None],
+            ),
+        ];
+        for (case, nominate, backoff, want) in cases {
+            assert_eq!(nominated_pass(nominate, backoff), want, "{case}");
+        }
     }
 }

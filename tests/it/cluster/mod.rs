@@ -16,6 +16,7 @@ mod drain;
 mod failover;
 mod gpu;
 mod headroom;
+mod nominate;
 mod pending;
 mod scale;
 mod selectors;

@@ -419,6 +419,14 @@ impl Store {
                 self.removed.push((p, Removal::Evicted));
                 Ok(Written::Done)
             }
+            Write::Nominate { pod, node } => {
+                let Object::Pod(p) = self.current(Kind::Pod, &pod, "", None)? else {
+                    unreachable!("pods are stored as pods")
+                };
+                let mut p = Pod::clone(&p);
+                p.nominated_node = node;
+                Ok(self.store(Object::Pod(Arc::new(p))))
+            }
             // The compact NodePool carries no status: the write is accepted and counted.
             Write::PoolStatus { .. } => Ok(Written::Done),
             Write::Event(e) => {

@@ -286,3 +286,29 @@ async fn a_watch_that_expires_answers_gone_and_the_kind_is_listed_again() {
     assert_eq!(seen.len(), 1, "the node added before the expiry");
     assert!(gone, "the expiry reaches the cache as Gone");
 }
+
+#[tokio::test]
+async fn a_nomination_patches_the_pods_status_and_clearing_it_sends_null() {
+    // (node, the body's nominatedNodeName)
+    let cases = [(Some("n-1"), json!("n-1")), (None, Value::Null)];
+    for (node, want) in cases {
+        let (api, handle) = mocked();
+        let server = tokio::spawn(serve_one(
+            handle,
+            status(404, "NotFound", "pods \"web-1\" not found"),
+        ));
+        let err = api
+            .write(Write::Nominate {
+                pod: "shop/web-1".into(),
+                node: node.map(String::from),
+            })
+            .await
+            .unwrap_err();
+        let (method, uri, body) = server.await.unwrap();
+        assert_eq!(method, "PATCH");
+        assert_eq!(uri, "/api/v1/namespaces/shop/pods/web-1/status?");
+        let status = body["status"].as_object().expect("a status");
+        assert_eq!(status.get("nominatedNodeName"), Some(&want), "{body}");
+        assert!(matches!(err, ApiError::NotFound { .. }), "{err}");
+    }
+}
