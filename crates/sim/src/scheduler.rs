@@ -192,14 +192,7 @@ impl Sim {
                 continue;
             };
             let on: Vec<Arc<Pod>> = self
-                .view
-                .pods_on(&node.name)
-                .filter(|p| {
-                    changed
-                        .get(&node.name)
-                        .is_none_or(|c| !c.gone.contains(&p.uid))
-                })
-                .chain(changed.get(&node.name).into_iter().flat_map(|c| &c.added))
+                .pods_seen(&node.name, changed)
                 .filter(|p| p.is_active())
                 .chain(nominated.iter().filter(|o| {
                     o.uid != pod.uid
@@ -221,6 +214,20 @@ impl Sim {
             }
         }
         rest
+    }
+
+    /// The pods on `node` as this pass sees them: the view's, less those the pass deleted,
+    /// and those it bound there.
+    fn pods_seen<'a>(
+        &'a self,
+        node: &'a str,
+        changed: &'a Changes,
+    ) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
+        let c = changed.get(node);
+        self.view
+            .pods_on(node)
+            .filter(move |p| c.is_none_or(|c| !c.gone.contains(&p.uid)))
+            .chain(c.into_iter().flat_map(|c| &c.added))
     }
 
     /// `changed` with the room of the `nominated` pods of priority `level` or higher held on
@@ -349,16 +356,7 @@ impl Sim {
             .cloned()
             .collect();
         for node in nodes {
-            let on: Vec<Arc<Pod>> = match changed.get(&node.name) {
-                Some(c) => self
-                    .view
-                    .pods_on(&node.name)
-                    .filter(|p| !c.gone.contains(&p.uid))
-                    .chain(c.added.iter())
-                    .cloned()
-                    .collect(),
-                None => self.view.pods_on(&node.name).cloned().collect(),
-            };
+            let on: Vec<Arc<Pod>> = self.pods_seen(&node.name, changed).cloned().collect();
             let (mut lower, mut keep): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) =
                 on.into_iter().filter(|p| p.is_active()).partition(|p| {
                     p.priority < pod.priority
