@@ -551,19 +551,28 @@ workloads:
         preempted: u64,
     }
 
-    fn pass(nodes: &[(&str, &[&str])], mutate: impl Fn(&mut Pod)) -> Outcome {
-        let rt = tokio::runtime::Builder::new_current_thread()
+    /// A paused current-thread runtime, as the simulator runs on.
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
             .build()
-            .unwrap();
-        rt.block_on(async {
-            let sc = Scenario::parse("preemption.yaml", WORLD).unwrap();
-            let opts = Options {
-                replicas: 0,
-                ..Default::default()
-            };
-            let mut sim = Sim::new(sc, opts);
+            .unwrap()
+    }
+
+    /// [`WORLD`]'s simulator, with no pods.
+    fn world() -> Sim {
+        let sc = Scenario::parse("preemption.yaml", WORLD).unwrap();
+        let opts = Options {
+            replicas: 0,
+            ..Default::default()
+        };
+        Sim::new(sc, opts)
+    }
+
+    fn pass(nodes: &[(&str, &[&str])], mutate: impl Fn(&mut Pod)) -> Outcome {
+        runtime().block_on(async {
+            let mut sim = world();
             let t = sim
                 .types
                 .iter()
@@ -681,18 +690,8 @@ workloads:
     /// third is nominated to `nominate` (if any), and kept out of the pass (in its
     /// unschedulable backoff) when `backoff`. Returns where each pod went.
     fn nominated_pass(nominate: Option<&str>, backoff: bool) -> Vec<Option<String>> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let sc = Scenario::parse("preemption.yaml", WORLD).unwrap();
-            let opts = Options {
-                replicas: 0,
-                ..Default::default()
-            };
-            let mut sim = Sim::new(sc, opts);
+        runtime().block_on(async {
+            let mut sim = world();
             let t = sim.types.iter().find(|t| t.name == "m7i.large").unwrap();
             let node = Node::for_instance_type(t, "a", "us-east-1a", "spot", "general");
             sim.api.put(Object::Node(Arc::new(node)));
