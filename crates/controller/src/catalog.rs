@@ -49,6 +49,22 @@ impl Catalog {
     }
 }
 
+/// The cloud's warm instances, asked for on every plan that may use them (unlike the
+/// catalog, they come and go by the minute); none when the provider cannot say, so the plan
+/// boots instead (`purpose` names what goes on without them in the warning).
+pub(crate) async fn warm_instances<A, C: CloudProvider>(
+    cx: &Ctx<'_, A, C>,
+    purpose: &str,
+) -> Vec<capstan_model::Warm> {
+    match cx.cloud.warm().await {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "the provider cannot say which warm instances are ready; {purpose} without them");
+            Vec::new()
+        }
+    }
+}
+
 /// The types every NodePool may launch, with offerings marked unavailable where capacity ran
 /// out recently.
 pub(crate) async fn instance_types<A, C: CloudProvider>(

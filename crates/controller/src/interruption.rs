@@ -201,13 +201,7 @@ async fn replace<A: ClusterApi, C: CloudProvider>(
         let d = kept.refresh(cx, &types);
         let input = d.input(&types, cx.config.epoch_unix + now);
         // The cloud takes the node: its replacement may start a warm instance.
-        let warm = match cx.cloud.warm().await {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!(error = %e, "the provider cannot say which warm instances are ready; replacing without them");
-                Vec::new()
-            }
-        };
+        let warm = crate::catalog::warm_instances(cx, "replacing").await;
         let cmd = capstan_disrupt::interruption(input, &node, reason, deadline - now, &warm);
         cx.s.disruption_inputs = kept;
         if let Some(cmd) = cmd {

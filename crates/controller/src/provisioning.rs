@@ -548,15 +548,7 @@ impl Provisioner {
         let planning = cx.clock.now();
         cx.s.work.planned = Some(pending.len());
         let mut snapshot = snapshot(cx, &types, &pending, &moving);
-        // Warm instances are asked for on every plan: unlike the catalog, they come and go
-        // by the minute.
-        snapshot.warm = match cx.cloud.warm().await {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!(error = %e, "the provider cannot say which warm instances are ready; planning without them");
-                Vec::new()
-            }
-        };
+        snapshot.warm = crate::catalog::warm_instances(cx, "planning").await;
         let input = SolveInput {
             snapshot: &snapshot,
             pending: &pending,
