@@ -1354,7 +1354,17 @@ fn a_nodepools_headroom_is_kept_as_placeholder_pods_made_again_when_preempted() 
             w.api.put(Object::Pod(Arc::new(p)));
         }
         w.run_a(3).await;
-        assert_eq!(w.claims().len(), 1, "one m7i.large holds both");
+        // They spread over the pool's zones: an m7i.large in each of two.
+        let claims = w.claims();
+        let zones: std::collections::BTreeSet<String> = claims
+            .iter()
+            .filter_map(|c| {
+                c.requirements
+                    .single_values()
+                    .remove(capstan_model::labels::ZONE)
+            })
+            .collect();
+        assert_eq!((claims.len(), zones.len()), (2, 2), "{zones:?}");
         // A real pod preempts one: it is made again.
         w.api.remove(Kind::Pod, &key(1));
         w.run_a(1).await;

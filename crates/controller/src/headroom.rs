@@ -4,12 +4,17 @@
 //! placeholder the moment a real pod needs its room; the placeholder is gone, this loop
 //! creates it again, it goes pending, and the provisioner launches capacity for it like for
 //! any pod. Consolidation sees placeholders as pods that need a place, so the room is kept.
+//! A pool's placeholders spread over its zones (`maxSkew: 1` on the zone label, counting that
+//! pool's placeholders): a zone-spread workload can only grow in the zones its spread allows,
+//! so room that sits in one zone serves a step of it no better than no room.
 
 use crate::api::{ApiError, ClusterApi, Kind, Write};
 use crate::context::Ctx;
 use capstan_cloud::CloudProvider;
 use capstan_model::headroom::{Amount, LABEL, PRIORITY};
+use capstan_model::pod::{InclusionPolicy, TopologySpread, WhenUnsatisfiable};
 use capstan_model::requirements::Requirement;
+use capstan_model::selector::LabelSelector;
 use capstan_model::taints::Toleration;
 use capstan_model::{NodePool, Pod, labels};
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,6 +46,15 @@ pub fn placeholder(pool: &NodePool, namespace: &str, i: u32) -> Option<Pod> {
         p.tolerations
             .push(Toleration::exists(&t.key, Some(t.effect)));
     }
+    p.spread.push(TopologySpread {
+        max_skew: 1,
+        topology_key: labels::ZONE.into(),
+        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+        selector: Some(LabelSelector::from_match_labels(&p.labels)),
+        min_domains: None,
+        node_affinity_policy: InclusionPolicy::Honor,
+        node_taints_policy: InclusionPolicy::Ignore,
+    });
     Some(p)
 }
 
@@ -190,6 +204,15 @@ mod tests {
         assert!(!p.node_selector.allows(labels::NODEPOOL, "other"));
         assert_eq!(p.tolerations.len(), 1);
         assert_eq!(p.labels.get(LABEL).map(String::as_str), Some("general"));
+        // Spread over the pool's zones, counting its own placeholders only.
+        assert_eq!(p.spread.len(), 1);
+        let s = &p.spread[0];
+        assert_eq!((s.max_skew, s.topology_key.as_str()), (1, labels::ZONE));
+        assert_eq!(s.when_unsatisfiable, WhenUnsatisfiable::DoNotSchedule);
+        let sel = s.selector.as_ref().unwrap();
+        assert!(sel.matches(&p.labels));
+        let other: BTreeMap<String, String> = [(LABEL.to_string(), "other".to_string())].into();
+        assert!(!sel.matches(&other));
         // Above the expendable cutoff: capstan provisions for it.
         assert!(p.priority > crate::Config::default().expendable_priority_cutoff);
     }

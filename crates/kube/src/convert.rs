@@ -176,6 +176,7 @@ pub fn new_headroom_pod(p: &capstan_model::Pod) -> Value {
             o
         })
         .collect();
+    let spread: Vec<Value> = p.spread.iter().map(spread_constraint).collect();
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -186,6 +187,7 @@ pub fn new_headroom_pod(p: &capstan_model::Pod) -> Value {
             "automountServiceAccountToken": false,
             "nodeSelector": p.node_selector.single_values(),
             "tolerations": tolerations,
+            "topologySpreadConstraints": spread,
             "containers": [{
                 "name": "pause",
                 "image": PAUSE_IMAGE,
@@ -193,6 +195,50 @@ pub fn new_headroom_pod(p: &capstan_model::Pod) -> Value {
             }],
         },
     })
+}
+
+/// A topology spread constraint as the Pod API spells it (its selector as matchExpressions).
+fn spread_constraint(t: &capstan_model::pod::TopologySpread) -> Value {
+    use capstan_model::pod::{InclusionPolicy, WhenUnsatisfiable};
+    use capstan_model::selector::SelectorOp;
+    let policy = |p: InclusionPolicy| match p {
+        InclusionPolicy::Honor => "Honor",
+        InclusionPolicy::Ignore => "Ignore",
+    };
+    let mut o = serde_json::json!({
+        "maxSkew": t.max_skew,
+        "topologyKey": t.topology_key,
+        "whenUnsatisfiable": match t.when_unsatisfiable {
+            WhenUnsatisfiable::DoNotSchedule => "DoNotSchedule",
+            WhenUnsatisfiable::ScheduleAnyway => "ScheduleAnyway",
+        },
+        "nodeAffinityPolicy": policy(t.node_affinity_policy),
+        "nodeTaintsPolicy": policy(t.node_taints_policy),
+    });
+    if let Some(sel) = &t.selector {
+        let exprs: Vec<Value> = sel
+            .requirements
+            .iter()
+            .map(|r| {
+                let (op, values) = match r.op {
+                    SelectorOp::In => ("In", Some(&r.values)),
+                    SelectorOp::NotIn => ("NotIn", Some(&r.values)),
+                    SelectorOp::Exists => ("Exists", None),
+                    SelectorOp::DoesNotExist => ("DoesNotExist", None),
+                };
+                let mut e = serde_json::json!({"key": r.key, "operator": op});
+                if let Some(v) = values {
+                    e["values"] = v.clone().into();
+                }
+                e
+            })
+            .collect();
+        o["labelSelector"] = serde_json::json!({ "matchExpressions": exprs });
+    }
+    if let Some(m) = t.min_domains {
+        o["minDomains"] = m.into();
+    }
+    o
 }
 
 #[cfg(test)]
@@ -222,6 +268,17 @@ mod tests {
             ));
         p.tolerations
             .push(Toleration::exists("dedicated", Some(Effect::NoSchedule)));
+        p.spread.push(capstan_model::pod::TopologySpread {
+            max_skew: 1,
+            topology_key: capstan_model::labels::ZONE.into(),
+            when_unsatisfiable: capstan_model::pod::WhenUnsatisfiable::DoNotSchedule,
+            selector: Some(capstan_model::selector::LabelSelector::from_match_labels(
+                &p.labels,
+            )),
+            min_domains: None,
+            node_affinity_policy: capstan_model::pod::InclusionPolicy::Honor,
+            node_taints_policy: capstan_model::pod::InclusionPolicy::Ignore,
+        });
         let mut v = new_headroom_pod(&p);
         assert_eq!(v["spec"]["priorityClassName"], "capstan-headroom");
         assert_eq!(
@@ -240,6 +297,7 @@ mod tests {
         assert_eq!(back.requests, p.requests);
         assert_eq!(back.node_selector, p.node_selector);
         assert_eq!(back.tolerations, p.tolerations);
+        assert_eq!(back.spread, p.spread);
         assert_eq!((back.priority, back.never_preempts), (-1, true));
     }
 

@@ -218,7 +218,7 @@ fn forecast_capacity_holds_room_for_the_next_days_burst_before_it_comes_and_its_
     let text = scenario::WEEK
         .replace("duration: 168h", "duration: 48h")
         .replace(
-            "      annotations:\n        capstan.dev/headroom: \"count=2,cpu=500m,memory=512Mi\"\n",
+            "      annotations:\n        capstan.dev/headroom: \"count=9,cpu=500m,memory=512Mi\"\n",
             "",
         );
     let forecast = Scenario::parse("week.yaml", &text).unwrap();

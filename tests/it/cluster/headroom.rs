@@ -51,12 +51,13 @@ spec:
       requirements:
       - {key: node.kubernetes.io/instance-type, operator: In, values: [c7i.large]}
       - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}
 "#,
     );
     let ns = c.namespace("headroom");
     let _capstan = c.capstan("headroom", &[]);
     // Two placeholders at the headroom class's priority, Running on a node capstan launched
-    // for them.
+    // for them (the pool has one zone).
     let first = wait_for("two placeholders Running", Duration::from_secs(120), || {
         let p = placeholders(&c);
         (p.len() == 2 && p.iter().all(|(_, phase, _)| phase == "Running")).then(|| p[0].2.clone())
@@ -64,6 +65,17 @@ spec:
     let pod = c.get_json(&["pod", "-n", "kube-system", "capstan-headroom-default-0"]);
     assert_eq!(pod["spec"]["priority"], -1, "{pod}");
     assert_eq!(pod["spec"]["priorityClassName"], "capstan-headroom");
+    // Spread over the pool's zones (one here, so one node holds both).
+    let spread = &pod["spec"]["topologySpreadConstraints"][0];
+    assert_eq!(
+        spread["topologyKey"], "topology.kubernetes.io/zone",
+        "{pod}"
+    );
+    assert_eq!(spread["whenUnsatisfiable"], "DoNotSchedule", "{pod}");
+    assert_eq!(
+        spread["labelSelector"]["matchExpressions"][0]["key"], "capstan.dev/headroom",
+        "{pod}"
+    );
     assert_eq!(c.items(&["nodes"]).len(), 1);
     // A pod that fits only once a placeholder goes: kube-scheduler preempts one, and the pod
     // runs on the node that was already there.
