@@ -1380,6 +1380,47 @@ fn a_nodepools_headroom_is_kept_as_placeholder_pods_made_again_when_preempted() 
 }
 
 #[test]
+fn placeholders_of_an_earlier_shape_are_replaced_by_ones_of_the_shape_asked_for_now() {
+    block(async {
+        let mut w = World::new(headroom_pool("count=2,cpu=500m,memory=1Gi"));
+        w.run_a(3).await;
+        let key = |i: u32| format!("kube-system/capstan-headroom-default-{i}");
+        // One was made by an older capstan, without the spread.
+        let first = w.api.meta(Kind::Pod, &key(0)).unwrap().uid;
+        let mut old = Pod::clone(&w.api.pod(&key(0)).unwrap());
+        old.spread.clear();
+        w.api.put(Object::Pod(Arc::new(old)));
+        w.run_a(3).await;
+        assert_eq!(w.api.pod(&key(0)).unwrap().spread.len(), 1);
+        assert_ne!(
+            w.api.meta(Kind::Pod, &key(0)).unwrap().uid,
+            first,
+            "made again"
+        );
+        // Bigger placeholders asked for: both are made again at the new size.
+        w.api.put(Object::NodePool(Arc::new(headroom_pool(
+            "count=2,cpu=1,memory=1Gi",
+        ))));
+        w.run_a(3).await;
+        for i in 0..2 {
+            let p = w.api.pod(&key(i)).expect("a placeholder");
+            assert_eq!((p.requests.cpu, p.requests.memory), (1000, 1 << 30));
+        }
+        // What admission adds (default tolerations) is no reason to make one again.
+        let uid = w.api.meta(Kind::Pod, &key(1)).unwrap().uid;
+        let mut p = Pod::clone(&w.api.pod(&key(1)).unwrap());
+        p.tolerations
+            .push(capstan_model::taints::Toleration::exists(
+                "node.kubernetes.io/not-ready",
+                Some(capstan_model::taints::Effect::NoExecute),
+            ));
+        w.api.put(Object::Pod(Arc::new(p)));
+        w.run_a(3).await;
+        assert_eq!(w.api.meta(Kind::Pod, &key(1)).unwrap().uid, uid, "kept");
+    });
+}
+
+#[test]
 fn a_headroom_annotation_that_does_not_parse_keeps_none_and_is_said_on_the_nodepool() {
     block(async {
         let mut w = World::new(headroom_pool("count=two,cpu=1"));

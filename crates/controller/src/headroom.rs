@@ -96,7 +96,14 @@ impl Headroom {
                 };
                 let key = p.key();
                 wanted.insert(key.clone());
-                if cx.cache().pod(&key).is_some() {
+                if let Some(existing) = cx.cache().pod(&key) {
+                    // A placeholder of an earlier shape (the annotation or the pool's taints
+                    // changed, or an older capstan made it) goes; the next pass makes it
+                    // again as asked. A pod's requests cannot change in place.
+                    if !existing.deleting && !same_shape(existing, &p) {
+                        tracing::info!(pool = %pool.name, pod = %key, "headroom placeholder of an earlier shape replaced");
+                        delete(cx, &key).await;
+                    }
                     continue;
                 }
                 match cx.write(Write::CreatePod(Box::new(p))).await {
@@ -124,28 +131,52 @@ impl Headroom {
             .cloned()
             .collect();
         for key in extra {
-            let Some(meta) = cx.cache().pod_meta(&key).cloned() else {
-                if cx.cache().pod(&key).is_none() {
-                    self.known.remove(&key);
-                }
+            if cx.cache().pod_meta(&key).is_none() && cx.cache().pod(&key).is_none() {
+                self.known.remove(&key);
                 continue;
-            };
-            let w = Write::Delete {
-                kind: Kind::Pod,
-                key: key.clone(),
-                uid: meta.uid,
-                rv: meta.resource_version,
-            };
-            match cx.write(w).await {
-                Ok(_) | Err(ApiError::NotFound { .. }) => {
-                    self.known.remove(&key);
-                }
-                Err(e) => {
-                    tracing::warn!(pod = %key, error = %e, "headroom placeholder not deleted")
-                }
+            }
+            if delete(cx, &key).await {
+                self.known.remove(&key);
             }
         }
     }
+}
+
+/// Deletes a placeholder; whether it is gone or going.
+async fn delete<A: ClusterApi, C: CloudProvider>(cx: &mut Ctx<'_, A, C>, key: &str) -> bool {
+    let Some(meta) = cx.cache().pod_meta(key).cloned() else {
+        return false;
+    };
+    let w = Write::Delete {
+        kind: Kind::Pod,
+        key: key.to_string(),
+        uid: meta.uid,
+        rv: meta.resource_version,
+    };
+    match cx.write(w).await {
+        Ok(_) | Err(ApiError::NotFound { .. }) => true,
+        Err(e) => {
+            tracing::warn!(pod = %key, error = %e, "headroom placeholder not deleted");
+            false
+        }
+    }
+}
+
+/// Whether a placeholder that exists is the one wanted now: the requests the annotation
+/// sets, the pool's node selector, its taints tolerated, the spread. Admission may add to a
+/// pod (default tolerations, a LimitRange's requests): what it adds is not a difference, so
+/// a resource the annotation no longer names is not one either.
+fn same_shape(existing: &Pod, wanted: &Pod) -> bool {
+    wanted
+        .requests
+        .iter()
+        .all(|(name, v)| v <= 0 || existing.requests.get(name) == v)
+        && existing.node_selector == wanted.node_selector
+        && wanted
+            .tolerations
+            .iter()
+            .all(|t| existing.tolerations.contains(t))
+        && existing.spread == wanted.spread
 }
 
 /// How many placeholders a NodePool wants now.

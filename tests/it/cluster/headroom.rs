@@ -1,5 +1,5 @@
 //! Headroom on a real cluster: placeholder pods capstan keeps, preempted by the real
-//! kube-scheduler for a real pod and made again.
+//! kube-scheduler for a real pod and made again, and made again at a new shape.
 
 use super::{Cluster, WHY, wait_for};
 use serde_json::Value;
@@ -100,4 +100,60 @@ spec:
         },
     );
     assert_eq!(c.items(&["nodes"]).len(), 2);
+    // The pods kube-apiserver admitted (default tolerations added) are the shape asked for:
+    // capstan keeps them.
+    let uids = || {
+        let mut u: Vec<String> = c
+            .items(&[
+                "pods",
+                "-n",
+                "kube-system",
+                "-l",
+                "capstan.dev/headroom=default",
+            ])
+            .iter()
+            .map(|p| {
+                p["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        u.sort();
+        u
+    };
+    let before = uids();
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        uids(),
+        before,
+        "placeholders kept while their shape is asked for"
+    );
+    // A new shape asked for: both are made again at it, and run.
+    c.ok(&[
+        "annotate",
+        "nodepools.capstan.dev",
+        "default",
+        "--overwrite",
+        "capstan.dev/headroom=count=2,cpu=400m,memory=256Mi",
+    ]);
+    wait_for(
+        "two placeholders of 400m Running",
+        Duration::from_secs(120),
+        || {
+            let p = c.items(&[
+                "pods",
+                "-n",
+                "kube-system",
+                "-l",
+                "capstan.dev/headroom=default",
+            ]);
+            (p.len() == 2
+                && p.iter().all(|p| {
+                    p["status"]["phase"] == "Running"
+                        && p["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "400m"
+                }))
+            .then_some(())
+        },
+    );
 }
