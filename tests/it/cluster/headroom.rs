@@ -5,8 +5,8 @@ use super::{Cluster, WHY, wait_for};
 use serde_json::Value;
 use std::time::Duration;
 
-/// The placeholders in kube-system: (name, phase, node).
-fn placeholders(c: &Cluster) -> Vec<(String, String, String)> {
+/// The placeholder pods in kube-system.
+fn placeholder_pods(c: &Cluster) -> Vec<Value> {
     c.items(&[
         "pods",
         "-n",
@@ -14,16 +14,21 @@ fn placeholders(c: &Cluster) -> Vec<(String, String, String)> {
         "-l",
         "capstan.dev/headroom=default",
     ])
-    .iter()
-    .map(|p| {
-        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-        (
-            s(&p["metadata"]["name"]),
-            s(&p["status"]["phase"]),
-            s(&p["spec"]["nodeName"]),
-        )
-    })
-    .collect()
+}
+
+/// The placeholders in kube-system: (name, phase, node).
+fn placeholders(c: &Cluster) -> Vec<(String, String, String)> {
+    placeholder_pods(c)
+        .iter()
+        .map(|p| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (
+                s(&p["metadata"]["name"]),
+                s(&p["status"]["phase"]),
+                s(&p["spec"]["nodeName"]),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -103,14 +108,7 @@ spec:
     // The pods kube-apiserver admitted (default tolerations added) are the shape asked for:
     // capstan keeps them.
     let uids = || {
-        let mut u: Vec<String> = c
-            .items(&[
-                "pods",
-                "-n",
-                "kube-system",
-                "-l",
-                "capstan.dev/headroom=default",
-            ])
+        let mut u: Vec<String> = placeholder_pods(&c)
             .iter()
             .map(|p| {
                 p["metadata"]["uid"]
@@ -141,13 +139,7 @@ spec:
         "two placeholders of 400m Running",
         Duration::from_secs(120),
         || {
-            let p = c.items(&[
-                "pods",
-                "-n",
-                "kube-system",
-                "-l",
-                "capstan.dev/headroom=default",
-            ]);
+            let p = placeholder_pods(&c);
             (p.len() == 2
                 && p.iter().all(|p| {
                     p["status"]["phase"] == "Running"
